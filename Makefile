@@ -1,0 +1,43 @@
+# intent-spark: `make help` lists the targets.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+DELTA_VERSION := 4.0.1
+DELTA_JARS := .jars/delta-spark_2.13-$(DELTA_VERSION).jar .jars/delta-storage-$(DELTA_VERSION).jar
+STAMP := $(VENV)/.installed
+
+.PHONY: help setup demo test test-fast lint clean
+
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+setup: $(STAMP) $(DELTA_JARS) ## Python env in .venv (pinned) and Delta jars from Maven Central in .jars
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "setup: $(PYTHON) not found (Python 3.11 is required)"; exit 2; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# Maven's own cache (~/.m2) keeps them, so later set-ups and runs need no network.
+.jars/%-$(DELTA_VERSION).jar:
+	@command -v mvn >/dev/null || { echo "setup: mvn not found; install Maven or let Spark resolve io.delta:delta-spark_2.13:$(DELTA_VERSION)"; exit 2; }
+	mvn --batch-mode --quiet dependency:copy -Dartifact=io.delta:$*:$(DELTA_VERSION) -DoutputDirectory=.jars
+
+demo: setup ## run the pipeline on the embedded default (synthetic data, local Spark, Delta in demo/lake)
+	$(VENV)/bin/intent run --conf conf/demo.yaml
+
+test: setup ## run the test suite (all but gpu-marked tests)
+	$(PY) -m pytest
+
+test-fast: setup ## the tests not marked slow
+	$(PY) -m pytest -m 'not slow and not gpu'
+
+lint: setup ## ruff check and format check
+	$(VENV)/bin/ruff check intent_spark models jobs tests
+	$(VENV)/bin/ruff format --check intent_spark models jobs tests
+
+clean: ## remove demo output and caches (keeps .venv and .jars)
+	rm -rf demo spark-warehouse .pytest_cache

@@ -1,0 +1,159 @@
+"""The ``intent`` command line (SPEC section 8). ``jobs/*.py`` call the same ``main``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from intent_spark.config import CONF_DIR, ConfError, load_source, load_yaml
+from intent_spark.errors import IntentError
+from intent_spark.progress import reporter
+
+LATER_STAGES = {
+    "split": "splits, holdout and targets",
+    "train": "a model logged to MLflow",
+    "score": "the ranks table",
+    "evaluate": "the metrics table",
+    "report": "tables and figures",
+    "verify": "leakage checks and checksums",
+}
+
+
+def _spark_overrides(args: argparse.Namespace) -> dict[str, str]:
+    """Spark settings from a profile file, then ``--spark-conf key=value`` flags."""
+    settings: dict[str, str] = {}
+    if getattr(args, "spark_profile", None):
+        profile = Path(args.spark_profile)
+        if not profile.suffix:
+            profile = CONF_DIR / "spark" / f"{args.spark_profile}.yaml"
+        settings.update({k: str(v) for k, v in load_yaml(profile).items()})
+    for pair in getattr(args, "spark_conf", None) or []:
+        if "=" not in pair:
+            raise IntentError(f"--spark-conf {pair!r}: expected key=value")
+        key, value = pair.split("=", 1)
+        settings[key] = value
+    return settings
+
+
+def _add_spark_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--spark-profile", help="conf/spark/NAME.yaml or a path (default: local)")
+    parser.add_argument("--spark-conf", action="append", metavar="KEY=VALUE", help="any Spark setting")
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from intent_spark.generate import generate_release
+
+    report = reporter("generate")
+    release = generate_release(
+        args.dataset, Path(args.out), args.events, seed=args.seed, dirty=args.dirty, progress=report
+    )
+    rows = sum(release.event_rows.values())
+    report(f"{args.dataset}: wrote {len(release.files)} file(s), {rows:,} event rows under {release.root}")
+    return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    conf = load_source(args.conf or args.dataset)
+    from intent_spark.ingest import ingest_source
+    from intent_spark.session import build_session
+
+    report = reporter("ingest")
+    spark = build_session("intent-ingest", _spark_overrides(args))
+    summary = ingest_source(spark, conf, args.raw, args.lake, dataset=args.dataset, progress=report)
+    report(
+        f"{summary.dataset}: {summary.raw_rows:,} raw rows in {summary.files} file(s) -> "
+        f"{summary.events:,} events, {summary.rejects:,} rejects; {summary.items:,} items, "
+        f"{summary.users:,} users"
+    )
+    if summary.rejects:
+        report(f"{summary.dataset}: rejected rows with reasons are in {args.lake}/rejects")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Generate (synthetic sources) and ingest every dataset of a run conf."""
+    from intent_spark.generate import generate_release
+    from intent_spark.ingest import ingest_source
+    from intent_spark.session import build_session
+
+    run = load_yaml(Path(args.conf))
+    base = Path(run.get("workdir", "demo"))
+    lake = str(args.lake or run.get("lake", base / "lake"))
+    report = reporter("run")
+    spark = build_session("intent-run", _spark_overrides(args))
+    for entry in run.get("datasets", []):
+        name = entry["name"]
+        raw = entry.get("raw")
+        if raw is None:
+            raw_dir = base / "raw" / name
+            release = generate_release(
+                entry.get("source", name), raw_dir, int(entry.get("events", 20_000)),
+                seed=int(run.get("seed", 0)), progress=report,
+            )
+            raw = str(release.root)
+        conf = load_source(entry.get("conf", entry.get("source", name)))
+        summary = ingest_source(spark, conf, str(raw), lake, dataset=name, progress=report)
+        report(f"{name}: {summary.events:,} events, {summary.rejects:,} rejects, {summary.items:,} items")
+    missing = ", ".join(LATER_STAGES)
+    report(f"done: lake at {lake}; stages not yet available: {missing}")
+    return 0
+
+
+def cmd_not_yet(args: argparse.Namespace) -> int:
+    print(
+        f"intent {args.command}: not yet available (it will write {LATER_STAGES[args.command]})",
+        file=sys.stderr,
+    )
+    return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="intent", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    gen = commands.add_parser("generate", help="write synthetic raw release files of a source")
+    gen.add_argument("--dataset", required=True)
+    gen.add_argument("--events", type=int, required=True)
+    gen.add_argument("--out", required=True, help="folder for the raw files")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--dirty", action="store_true", help="inject bad rows (for testing ingest)")
+    gen.set_defaults(func=cmd_generate)
+
+    ing = commands.add_parser("ingest", help="raw release files -> events, items, users, rejects")
+    ing.add_argument("--dataset", required=True, help="built-in source name, or the name to store under")
+    ing.add_argument("--raw", required=True, help="folder with the release files (path or URI)")
+    ing.add_argument("--lake", required=True, help="lake folder (path or URI)")
+    ing.add_argument("--conf", help="source conf YAML (for a source that is not built in)")
+    _add_spark_flags(ing)
+    ing.set_defaults(func=cmd_ingest)
+
+    run = commands.add_parser("run", help="the whole chain for the datasets in a run conf")
+    run.add_argument("--conf", required=True)
+    run.add_argument("--lake")
+    _add_spark_flags(run)
+    run.set_defaults(func=cmd_run)
+
+    for name, writes in LATER_STAGES.items():
+        later = commands.add_parser(name, help=f"writes {writes} (not yet available)")
+        later.add_argument("--dataset")
+        later.add_argument("--model")
+        later.add_argument("--lake")
+        later.add_argument("--out")
+        later.add_argument("--conf")
+        later.set_defaults(func=cmd_not_yet)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (IntentError, ConfError, ValueError) as exc:
+        print(f"intent {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,219 @@
+"""Conf files (YAML in ``conf/``) loaded into frozen dataclasses.
+
+A source is described entirely by its conf: which files, which format, which column is the
+user, the item, the time and the action. The five named sources are conf files shipped in
+``conf/sources/``; a new source (a bank ledger, MovieLens, Yelp) needs a conf file, not code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONF_DIR = REPO_ROOT / "conf"
+SOURCES_DIR = CONF_DIR / "sources"
+NAMED_SOURCES = ("amazon_hk", "kuairand", "microlens", "hm", "rees46")
+
+
+class ConfError(ValueError):
+    """A conf file is missing, unreadable or names an unknown key."""
+
+
+@dataclass(frozen=True)
+class TimeSpec:
+    """How to read the event time: a Spark datetime pattern, or an epoch unit."""
+
+    column: str
+    format: str | None = None  # e.g. "yyyy-MM-dd HH:mm:ss 'UTC'"; "yyyy-MM-dd" for dates
+    epoch: str | None = None  # "s" | "ms" | "us"
+
+    def __post_init__(self) -> None:
+        if (self.format is None) == (self.epoch is None):
+            raise ConfError(f"time.{self.column}: give exactly one of 'format' or 'epoch'")
+        if self.epoch not in (None, "s", "ms", "us"):
+            raise ConfError(f"time.epoch must be s, ms or us, not {self.epoch!r}")
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """Where event_type comes from: a column, a constant, or a priority list of 0/1 signals.
+
+    With ``signals`` each raw row becomes one event typed by its first set signal
+    (``per_signal: false``, the default) or one event per set signal (``per_signal: true``);
+    a row with no signal set becomes ``no_signal``.
+    """
+
+    column: str | None = None
+    constant: str | None = None
+    signals: tuple[str, ...] = ()
+    no_signal: str = "impression"
+    per_signal: bool = False
+
+    def __post_init__(self) -> None:
+        given = sum(x is not None and x != () for x in (self.column, self.constant, self.signals))
+        if given != 1:
+            raise ConfError("action: give exactly one of 'column', 'constant' or 'signals'")
+
+
+@dataclass(frozen=True)
+class EventsSpec:
+    """The event-log files of a source and how their fields map onto the events table."""
+
+    files: tuple[str, ...]
+    user: str
+    item: str
+    time: TimeSpec
+    action: ActionSpec
+    format: str = "csv"  # csv | jsonl | parquet
+    columns: tuple[str, ...] = ()  # csv: every column in file order
+    json_schema: str | None = None  # jsonl: DDL of the fields to read
+    header: str = "auto"  # auto: a first line equal to the header is the header
+    delimiter: str = ","
+    amount: str | None = None
+    attributes: tuple[str, ...] = ()  # raw fields kept in events.attributes
+    numeric: tuple[str, ...] = ()  # raw fields that must be numbers when present (e.g. rating)
+    item_fields: dict[str, str] = field(default_factory=dict)  # title/category/brand from events
+    item_tokens: tuple[str, ...] = ()  # event fields that become field:value item tokens
+    id_pad: int = 0  # left-pad all-digit item ids with zeros to this width (H&M)
+
+    def __post_init__(self) -> None:
+        if self.format not in ("csv", "jsonl", "parquet"):
+            raise ConfError(f"events.format must be csv, jsonl or parquet, not {self.format!r}")
+        if self.format == "csv" and not self.columns:
+            raise ConfError("events.columns: a csv source must list its columns in file order")
+        if self.format == "jsonl" and not self.json_schema:
+            raise ConfError("events.json_schema: a jsonl source must give the DDL of its fields")
+        if self.header not in ("auto", "true", "false"):
+            raise ConfError(f"events.header must be auto, true or false, not {self.header!r}")
+        unknown = set(self.item_fields) - {"title", "category", "brand"}
+        if unknown:
+            raise ConfError(f"events.item_fields: unknown target(s) {sorted(unknown)}")
+
+
+@dataclass(frozen=True)
+class ItemsSpec:
+    """An item metadata file: its key, descriptive fields and the fields that become tokens."""
+
+    files: tuple[str, ...]
+    key: str
+    format: str = "csv"  # csv | jsonl
+    header: str = "auto"
+    columns: tuple[str, ...] = ()  # csv without header
+    json_schema: str | None = None
+    delimiter: str = ","
+    encoding: str = "UTF-8"
+    multiline: bool = False
+    leading_space: bool = False  # "1, title" files: strip the space after the delimiter
+    title: str | None = None
+    category: str | None = None
+    brand: str | None = None
+    field_tokens: tuple[str, ...] = ()  # field:value tokens
+    list_tokens: dict[str, str] = field(default_factory=dict)  # field -> separator ("" = array)
+    text_tokens: tuple[str, ...] = ()  # free-text fields whose words become tokens
+    id_pad: int = 0
+
+
+@dataclass(frozen=True)
+class UsersSpec:
+    """A user profile file; every column but the key becomes an attribute unless listed."""
+
+    files: tuple[str, ...]
+    key: str
+    attributes: tuple[str, ...] = ()
+    format: str = "csv"
+    header: str = "auto"
+    columns: tuple[str, ...] = ()
+    delimiter: str = ","
+    encoding: str = "UTF-8"
+
+
+@dataclass(frozen=True)
+class SourceConf:
+    """One source: its event log, optional item metadata and user profiles, and its terms."""
+
+    name: str
+    events: EventsSpec
+    items: tuple[ItemsSpec, ...] = ()
+    users: UsersSpec | None = None
+    release: str = ""
+    terms: str = ""
+    check_gzip: bool = True  # decompress .gz files once to report truncation as a reject
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    """Read a YAML mapping with a one-line error for a missing or malformed file."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfError(f"{path}: conf file not found") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(data, dict):
+        raise ConfError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def from_mapping(cls: type, data: dict[str, Any], where: str) -> Any:
+    """Build a (nested) frozen dataclass from a mapping, naming unknown or missing keys."""
+    if not isinstance(data, dict):
+        raise ConfError(f"{where}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = set(data) - set(fields)
+    if unknown:
+        raise ConfError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(fields)}")
+    kwargs = {}
+    for name, value in data.items():
+        kwargs[name] = _coerce(hints[name], value, f"{where}.{name}")
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ConfError(f"{where}: {exc}") from None
+
+
+def _coerce(hint: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(inner[0], value, where)
+    if dataclasses.is_dataclass(hint):
+        return from_mapping(hint, value, where)
+    if origin is tuple:
+        items = value if isinstance(value, list) else [value]
+        return tuple(_coerce(args[0], v, f"{where}[{i}]") for i, v in enumerate(items))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfError(f"{where}: expected a mapping")
+        return {str(k): ("" if v is None else str(v)) for k, v in value.items()}
+    if hint is bool and not isinstance(value, bool):
+        raise ConfError(f"{where}: expected true or false, got {value!r}")
+    if hint is int and not isinstance(value, int):
+        raise ConfError(f"{where}: expected an integer, got {value!r}")
+    if hint is str:
+        if isinstance(value, bool):  # YAML reads `header: true` as a bool
+            return "true" if value else "false"
+        return str(value)
+    return value
+
+
+def load_source(name_or_path: str | Path) -> SourceConf:
+    """Load a source conf by built-in name (``rees46``) or by path to a YAML file."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = SOURCES_DIR / f"{name_or_path}.yaml"
+        if not path.exists():
+            known = sorted(p.stem for p in SOURCES_DIR.glob("*.yaml"))
+            raise ConfError(f"unknown dataset {name_or_path!r}; built-in: {', '.join(known)}")
+    return from_mapping(SourceConf, load_yaml(path), str(path))

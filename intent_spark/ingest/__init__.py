@@ -1,0 +1,254 @@
+"""Ingest: a source's raw release files -> the canonical ``events``, ``items``, ``users``,
+``rejects`` and ``ingest_files`` Delta tables, replacing that dataset's partition only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from intent_spark import schema as S
+from intent_spark.config import SourceConf
+from intent_spark.ingest.events import REASON_CHECKED, check_rows, drop_header_lines, parse_lines, to_events, to_rejects
+from intent_spark.ingest.events import _pad_id, raw_field
+from intent_spark.ingest.files import check_gzip, find_files, to_uri
+from intent_spark.ingest.lines import read_numbered_lines
+from intent_spark.ingest.metadata import (
+    items_from_events,
+    items_from_file,
+    merge_items,
+    read_table_file,
+    users_from_file,
+)
+from intent_spark.errors import IntentError
+from intent_spark.io import read_table, spark_conf, write_dataset
+
+TRUNCATED_AFTER = "_truncated_after"
+INGEST_SQL_CONF = {"spark.sql.files.ignoreCorruptFiles": "true"}
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    """A whole-file problem found before Spark reads it (empty, truncated gzip)."""
+
+    path: str
+    reason: str
+    complete_lines: int | None = None
+
+
+@dataclass(frozen=True)
+class IngestSummary:
+    dataset: str
+    files: int
+    raw_rows: int
+    events: int
+    rejects: int
+    items: int
+    users: int
+
+
+def inspect_files(files: list[str], check_gzip_files: bool) -> list[FileProblem]:
+    """Empty files, and gzip files whose stream stops early, as file-level problems."""
+    import pyarrow.fs as pafs
+
+    problems = []
+    for path in files:
+        fs, local = (pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path))
+        if fs.get_file_info(local).size == 0:
+            problems.append(FileProblem(path, "empty file"))
+            continue
+        if check_gzip_files and path.endswith(".gz"):
+            check = check_gzip(path)
+            if check.truncated:
+                problems.append(
+                    FileProblem(
+                        path,
+                        f"truncated gzip: {check.error}; lines after {check.complete_lines} are lost",
+                        check.complete_lines,
+                    )
+                )
+            elif check.complete_lines == 0:
+                problems.append(FileProblem(path, "empty file"))
+    return problems
+
+
+def _problem_frame(spark: SparkSession, problems: list[FileProblem], dataset: str) -> DataFrame:
+    rows = [(dataset, to_uri(p.path), None, None, p.reason, None) for p in problems]
+    return spark.createDataFrame(rows, S.REJECTS_SCHEMA)
+
+
+def mark_truncated(spark: SparkSession, lines: DataFrame, problems: list[FileProblem]) -> DataFrame:
+    """Add the last complete line of each truncated gzip (null for every other file)."""
+    truncated = [(to_uri(p.path), p.complete_lines) for p in problems if p.complete_lines is not None]
+    schema = StructType([StructField(S.SOURCE_FILE, StringType()), StructField(TRUNCATED_AFTER, LongType())])
+    limits = spark.createDataFrame(truncated, schema)
+    return lines.join(F.broadcast(limits), S.SOURCE_FILE, "left")
+
+
+def ingest_source(
+    spark: SparkSession,
+    conf: SourceConf,
+    raw_root: str,
+    lake: str,
+    dataset: str | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> IngestSummary:
+    """Read one source's raw files and replace its partition of every canonical table."""
+    name = dataset or conf.name
+    spec = conf.events
+    event_files = find_files(raw_root, spec.files, "event-log")
+    progress(f"{name}: {len(event_files)} event file(s) under {raw_root}")
+    problems = inspect_files(event_files, conf.check_gzip)
+    readable = [f for f in event_files if not any(p.path == f and p.complete_lines is None for p in problems)]
+
+    with spark_conf(spark, INGEST_SQL_CONF):
+        if readable:
+            lines = mark_truncated(spark, read_numbered_lines(spark, readable), problems)
+            lines = drop_header_lines(lines, spec)
+            checked = check_rows(parse_lines(lines, spec), spec)
+            truncated_line = F.col(S.LINE) > F.col(TRUNCATED_AFTER)
+            checked = checked.withColumn(
+                REASON_CHECKED,
+                F.when(truncated_line, F.lit("incomplete last line of a truncated gzip")).otherwise(
+                    F.col(REASON_CHECKED)
+                ),
+            )
+            events = to_events(checked, spec, name)
+            rejects = to_rejects(checked, name).unionByName(_problem_frame(spark, problems, name))
+        else:
+            lines = None
+            events = spark.createDataFrame([], S.EVENTS_SCHEMA)
+            rejects = _problem_frame(spark, problems, name)
+
+        progress(f"{name}: writing events")
+        write_dataset(events, lake, S.EVENTS, name)
+        progress(f"{name}: writing rejects")
+        write_dataset(rejects, lake, S.REJECTS, name)
+
+        progress(f"{name}: writing items")
+        written_events = read_table(spark, lake, S.EVENTS, name)
+        if readable and (spec.item_fields or spec.item_tokens):
+            good = checked.where(F.col(REASON_CHECKED).isNull()).withColumns(
+                {
+                    S.ITEM_ID: _pad_id(raw_field(spec.item), spec.id_pad),
+                    S.SEQ: F.shiftleft(F.col("file_index"), S.FILE_SHIFT)
+                    + F.shiftleft(F.col(S.LINE), S.SUB_BITS),
+                }
+            )
+            event_items = items_from_events(good, spec, name)
+        else:
+            event_items = written_events.select(S.DATASET, S.ITEM_ID).distinct().select(
+                S.DATASET,
+                S.ITEM_ID,
+                *[F.lit(None).cast("string").alias(c) for c in (S.TITLE, S.CATEGORY, S.BRAND)],
+                F.array().cast("array<string>").alias(S.TOKENS),
+            )
+        file_items = []
+        for item_spec in conf.items:
+            try:
+                files = find_files(raw_root, item_spec.files, "item metadata")
+            except IntentError:  # metadata is optional; the events carry the catalogue
+                progress(f"{name}: no item metadata file matches {', '.join(item_spec.files)}; skipped")
+                continue
+            df = read_table_file(
+                spark,
+                files,
+                fmt=item_spec.format,
+                has_header=_has_header(files, item_spec.header, item_spec.columns, item_spec.key),
+                columns=item_spec.columns,
+                delimiter=item_spec.delimiter,
+                encoding=item_spec.encoding,
+                multiline=item_spec.multiline,
+                leading_space=item_spec.leading_space,
+                json_schema=item_spec.json_schema,
+            )
+            file_items.append(items_from_file(df, item_spec, name))
+        write_dataset(merge_items(event_items, file_items), lake, S.ITEMS, name)
+
+        users = spark.createDataFrame([], S.USERS_SCHEMA)
+        if conf.users is not None:
+            try:
+                user_files = find_files(raw_root, conf.users.files, "user profile")
+            except IntentError:  # profiles are optional
+                user_files = []
+                progress(f"{name}: no user profile file matches {', '.join(conf.users.files)}; skipped")
+            if user_files:
+                df = read_table_file(
+                    spark,
+                    user_files,
+                    fmt=conf.users.format,
+                    has_header=_has_header(user_files, conf.users.header, conf.users.columns, conf.users.key),
+                    columns=conf.users.columns,
+                    delimiter=conf.users.delimiter,
+                    encoding=conf.users.encoding,
+                )
+                users = users_from_file(df, conf.users, name)
+        progress(f"{name}: writing users")
+        write_dataset(users, lake, S.USERS, name)
+
+        progress(f"{name}: reconciling raw rows with events and rejects")
+        manifest = file_manifest(lines, read_table(spark, lake, S.EVENTS, name), read_table(spark, lake, S.REJECTS, name), name, event_files)
+        write_dataset(manifest, lake, S.INGEST_FILES, name)
+
+    totals = read_table(spark, lake, S.INGEST_FILES, name).agg(
+        F.count(F.lit(1)), F.sum("raw_rows"), F.sum("event_rows"), F.sum("reject_rows")
+    ).first()
+    n_items = read_table(spark, lake, S.ITEMS, name).count()
+    n_users = read_table(spark, lake, S.USERS, name).count()
+    return IngestSummary(name, int(totals[0]), int(totals[1] or 0), int(totals[2] or 0), int(totals[3] or 0), n_items, n_users)
+
+
+def file_manifest(
+    lines: DataFrame | None, events: DataFrame, rejects: DataFrame, dataset: str, files: list[str]
+) -> DataFrame:
+    """One row per event file: raw data lines, lines that became events, and line rejects.
+
+    ``raw_rows`` is counted from the lines read, independently of the parse, so the invariant
+    raw_rows = event_rows + reject_rows is a real check. A per-signal KuaiRand line counts once.
+    """
+    spark = events.sparkSession
+    listed = spark.createDataFrame(
+        [(to_uri(f), i) for i, f in enumerate(files)], f"{S.SOURCE_FILE} string, _order long"
+    )
+    if lines is None:
+        raw = spark.createDataFrame([], f"{S.SOURCE_FILE} string, file_index long, raw_rows long")
+    else:
+        raw = lines.groupBy(S.SOURCE_FILE, "file_index").agg(F.count(F.lit(1)).alias("raw_rows"))
+    event_rows = events.select(
+        F.shiftright(F.col(S.SEQ), S.FILE_SHIFT).alias("file_index"),
+        F.shiftright(F.col(S.SEQ), S.SUB_BITS).alias("_line_key"),
+    ).groupBy("file_index").agg(F.count_distinct("_line_key").alias("event_rows"))
+    reject_rows = rejects.where(F.col(S.LINE).isNotNull()).groupBy(S.SOURCE_FILE).agg(
+        F.count(F.lit(1)).alias("reject_rows")
+    )
+    return (
+        listed.join(raw, S.SOURCE_FILE, "left")
+        .join(event_rows, "file_index", "left")
+        .join(reject_rows, S.SOURCE_FILE, "left")
+        .select(
+            F.lit(dataset).alias(S.DATASET),
+            S.SOURCE_FILE,
+            F.coalesce(F.col("file_index"), F.lit(-1)).alias("file_index"),
+            F.coalesce(F.col("raw_rows"), F.lit(0)).alias("raw_rows"),
+            F.coalesce(F.col("event_rows"), F.lit(0)).alias("event_rows"),
+            F.coalesce(F.col("reject_rows"), F.lit(0)).alias("reject_rows"),
+        )
+    )
+
+
+def _has_header(files: list[str], header: str, columns: tuple[str, ...], key: str) -> bool:
+    """Resolve ``header: auto`` by reading the first line of the first file."""
+    if header != "auto":
+        return header == "true"
+    import pyarrow.fs as pafs
+
+    path = files[0]
+    fs, local = (pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path))
+    with fs.open_input_stream(local) as stream:
+        first = stream.read(64 * 1024).split(b"\n", 1)[0].decode("utf-8", "replace")
+    if columns:
+        return first.strip().lstrip("\ufeff").startswith(columns[0])
+    return key in [c.strip().strip('"') for c in first.split(",")]

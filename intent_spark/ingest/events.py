@@ -1,0 +1,226 @@
+"""Raw lines -> canonical events plus rejects, by column expressions only.
+
+Every raw data line ends in exactly one place: an event (or, with per-signal KuaiRand, one
+event per signal of that line) or a reject row that names the file, line, field and reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from intent_spark import schema as S
+from intent_spark.config import EventsSpec
+
+CORRUPT = "_corrupt"
+PARSED = "_parsed"
+REASON_CHECKED = "_reason"
+FIELD_CHECKED = "_field"
+SUB = "_sub"
+TYPED_TS = "_ts"
+TYPED_AMOUNT = "_amount"
+
+
+@dataclass(frozen=True)
+class ParsedEvents:
+    """The two outputs of parsing one source's event lines."""
+
+    events: DataFrame  # EVENTS_SCHEMA
+    rejects: DataFrame  # REJECTS_SCHEMA
+
+
+def raw_field_names(spec: EventsSpec) -> list[str]:
+    """The raw fields read from each line, in file order for csv."""
+    if spec.format == "csv":
+        return list(spec.columns)
+    return [f.name for f in StructType.fromDDL(spec.json_schema or "").fields]
+
+
+def _all_string_schema(names: list[str], with_corrupt: bool) -> StructType:
+    fields = [StructField(n, StringType(), True) for n in names]
+    if with_corrupt:
+        fields.append(StructField(CORRUPT, StringType(), True))
+    return StructType(fields)
+
+
+def parse_lines(lines: DataFrame, spec: EventsSpec) -> DataFrame:
+    """Split each line into string fields; a line that does not split cleanly keeps ``_corrupt``.
+
+    JSON fields are read as strings too (Spark keeps a number's text), so the typed checks
+    below are the same for every format.
+    """
+    names = raw_field_names(spec)
+    schema = _all_string_schema(names, with_corrupt=True)
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+    if spec.format == "csv":
+        parsed = F.from_csv(F.col("value"), schema.simpleString(), {**options, "sep": spec.delimiter})
+    else:
+        parsed = F.from_json(F.col("value"), schema, options)
+    return lines.withColumn(PARSED, parsed)
+
+
+def raw_field(name: str) -> Column:
+    """A raw field of the parsed line (kept in a struct so it never clashes with our names)."""
+    return F.col(PARSED).getField(name)
+
+
+def header_line(spec: EventsSpec) -> str:
+    return spec.delimiter.join(spec.columns)
+
+
+def _blank(c: Column) -> Column:
+    return c.isNull() | (F.trim(c) == "")
+
+
+def typed_time(spec: EventsSpec) -> Column:
+    """The event time as a UTC timestamp, or null where the raw text does not parse."""
+    raw = F.trim(raw_field(spec.time.column))
+    if spec.time.format is not None:
+        return F.try_to_timestamp(raw, F.lit(spec.time.format))
+    as_long = raw.try_cast("long")
+    if spec.time.epoch == "s":
+        return F.timestamp_seconds(as_long)
+    if spec.time.epoch == "ms":
+        return F.timestamp_millis(as_long)
+    return F.timestamp_micros(as_long)
+
+
+def typed_amount(spec: EventsSpec) -> Column:
+    if spec.amount is None:
+        return F.lit(None).cast("double")
+    return F.trim(raw_field(spec.amount)).try_cast("double")
+
+
+def _signal_set(name: str) -> Column:
+    return F.coalesce(F.trim(raw_field(name)).try_cast("double"), F.lit(0.0)) == 1.0
+
+
+def _signal_type(name: str) -> str:
+    return name.removeprefix("is_")
+
+
+def check_rows(parsed: DataFrame, spec: EventsSpec) -> DataFrame:
+    """Add ``_reason``/``_field`` (null for a good row): the first failed check, in a fixed order."""
+    header = header_line(spec) if spec.format == "csv" else None
+    value = F.col("value")
+    ts = F.col(TYPED_TS)
+    checks: list[tuple[Column, str | None, str]] = [
+        (_blank(value), None, "empty line"),
+        (~F.is_valid_utf8(value), None, "invalid UTF-8 bytes in line"),
+    ]
+    if header is not None:
+        checks.append((F.rtrim(value) == header, None, "duplicate header line"))
+    if spec.format == "csv":
+        reason = f"malformed CSV row: expected {len(spec.columns)} fields separated by {spec.delimiter!r}"
+    else:
+        reason = "malformed JSON line"
+    checks += [
+        (raw_field(CORRUPT).isNotNull(), None, reason),
+        (_blank(raw_field(spec.user)), spec.user, "missing user id"),
+        (_blank(raw_field(spec.item)), spec.item, "missing item id"),
+        (_blank(raw_field(spec.time.column)), spec.time.column, "missing timestamp"),
+        (ts.isNull(), spec.time.column, _time_reason(spec)),
+    ]
+    if spec.amount is not None:
+        checks.append(
+            (~_blank(raw_field(spec.amount)) & F.col(TYPED_AMOUNT).isNull(), spec.amount, "non-numeric amount")
+        )
+    for name in (*spec.numeric, *spec.action.signals):
+        value_text = raw_field(name)
+        checks.append(
+            (~_blank(value_text) & F.trim(value_text).try_cast("double").isNull(), name, f"non-numeric {name}")
+        )
+    if spec.action.column is not None:
+        checks.append((_blank(raw_field(spec.action.column)), spec.action.column, "missing action"))
+    reason_col: Column = F.lit(None).cast("string")
+    field_col: Column = F.lit(None).cast("string")
+    for condition, field, text in reversed(checks):
+        reason_col = F.when(condition, F.lit(text)).otherwise(reason_col)
+        field_col = F.when(condition, F.lit(field)).otherwise(field_col)
+    return parsed.withColumn(TYPED_TS, typed_time(spec)).withColumn(
+        TYPED_AMOUNT, typed_amount(spec)
+    ).withColumn(REASON_CHECKED, reason_col).withColumn(FIELD_CHECKED, field_col)
+
+
+def _time_reason(spec: EventsSpec) -> str:
+    if spec.time.format is not None:
+        return f"unparseable timestamp (expected format {spec.time.format})"
+    return f"unparseable timestamp (expected epoch {spec.time.epoch})"
+
+
+def _event_types(spec: EventsSpec) -> Column:
+    """An array of (sub index, event_type) per row: one element unless per-signal mode."""
+    action = spec.action
+    if action.constant is not None:
+        return F.array(F.lit(action.constant))
+    if action.column is not None:
+        return F.array(F.lower(F.trim(raw_field(action.column))))
+    set_types = [F.when(_signal_set(s), F.lit(_signal_type(s))) for s in action.signals]
+    if action.per_signal:
+        present = F.filter(F.array(*set_types), lambda t: t.isNotNull())
+        return F.when(F.size(present) > 0, present).otherwise(F.array(F.lit(action.no_signal)))
+    return F.array(F.coalesce(*set_types, F.lit(action.no_signal)))
+
+
+def _pad_id(c: Column, width: int) -> Column:
+    c = F.trim(c)
+    if width <= 0:
+        return c
+    return F.when(c.rlike("^[0-9]+$") & (F.length(c) < width), F.lpad(c, width, "0")).otherwise(c)
+
+
+def to_events(checked: DataFrame, spec: EventsSpec, dataset: str) -> DataFrame:
+    """Good rows -> EVENTS_SCHEMA rows, ``seq`` from (file, line, sub-event)."""
+    good = checked.where(F.col(REASON_CHECKED).isNull())
+    exploded = good.select("*", F.posexplode(_event_types(spec)).alias(SUB, S.EVENT_TYPE))
+    attributes = (
+        F.create_map(*[x for a in spec.attributes for x in (F.lit(a), F.trim(raw_field(a)))])
+        if spec.attributes
+        else F.lit(None).cast("map<string,string>")
+    )
+    seq = (
+        F.shiftleft(F.col("file_index"), S.FILE_SHIFT)
+        + F.shiftleft(F.col(S.LINE), S.SUB_BITS)
+        + F.col(SUB)
+    )
+    return exploded.select(
+        F.lit(dataset).alias(S.DATASET),
+        F.trim(raw_field(spec.user)).alias(S.USER_ID),
+        _pad_id(raw_field(spec.item), spec.id_pad).alias(S.ITEM_ID),
+        F.col(TYPED_TS).alias(S.TS),
+        seq.cast("long").alias(S.SEQ),
+        F.col(S.EVENT_TYPE),
+        F.col(TYPED_AMOUNT).alias(S.AMOUNT),
+        attributes.alias(S.EVENT_ATTRIBUTES),
+    )
+
+
+def to_rejects(checked: DataFrame, dataset: str) -> DataFrame:
+    """Failed rows -> REJECTS_SCHEMA rows carrying the raw line."""
+    return checked.where(F.col(REASON_CHECKED).isNotNull()).select(
+        F.lit(dataset).alias(S.DATASET),
+        F.col(S.SOURCE_FILE),
+        F.col(S.LINE),
+        F.col(FIELD_CHECKED).alias(S.FIELD),
+        F.col(REASON_CHECKED).alias(S.REASON),
+        F.col("value").alias(S.RAW),
+    )
+
+
+def drop_header_lines(lines: DataFrame, spec: EventsSpec) -> DataFrame:
+    """Remove each file's own header: line 1 when it equals the header (auto) or always (true)."""
+    if spec.format != "csv" or spec.header == "false":
+        return lines
+    is_first = F.col(S.LINE) == 1
+    if spec.header == "true":
+        return lines.where(~is_first)
+    return lines.where(~(is_first & (F.rtrim(F.col("value")) == header_line(spec))))
+
+
+def parse_events(lines: DataFrame, spec: EventsSpec, dataset: str) -> ParsedEvents:
+    """Numbered raw lines (one per data line) -> events and rejects."""
+    checked = check_rows(parse_lines(drop_header_lines(lines, spec), spec), spec)
+    return ParsedEvents(to_events(checked, spec, dataset), to_rejects(checked, dataset))

@@ -1,0 +1,53 @@
+"""Reading and writing the lake's Delta tables, one dataset partition at a time."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from intent_spark import schema as S
+
+
+def table_path(lake: str, table: str) -> str:
+    return f"{lake.rstrip('/')}/{table}"
+
+
+def write_dataset(df: DataFrame, lake: str, table: str, dataset: str) -> None:
+    """Replace one dataset's partition of a table in a single Delta transaction.
+
+    Other datasets' rows are untouched, and a failed write leaves the previous version intact.
+    """
+    schema = S.TABLE_SCHEMAS.get(table)
+    if schema is not None:
+        df = df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+    (
+        df.write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", f"{S.DATASET} = '{dataset}'")
+        .partitionBy(S.DATASET)
+        .save(table_path(lake, table))
+    )
+
+
+def read_table(spark: SparkSession, lake: str, table: str, dataset: str | None = None) -> DataFrame:
+    df = spark.read.format("delta").load(table_path(lake, table))
+    return df if dataset is None else df.where(F.col(S.DATASET) == dataset)
+
+
+@contextmanager
+def spark_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Set SQL confs for the actions run inside the block, then restore them."""
+    previous = {k: spark.conf.get(k, None) for k in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

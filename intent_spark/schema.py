@@ -1,0 +1,112 @@
+"""Canonical table names, column names and schemas (SPEC section 2 and 8).
+
+Everything that names a column imports it from here, so a rename happens in one place.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    ArrayType,
+    DoubleType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+# Table names inside a lake folder.
+EVENTS = "events"
+ITEMS = "items"
+USERS = "users"
+REJECTS = "rejects"
+INGEST_FILES = "ingest_files"
+
+# Column names.
+DATASET = "dataset"
+USER_ID = "user_id"
+ITEM_ID = "item_id"
+TS = "ts"
+SEQ = "seq"
+EVENT_TYPE = "event_type"
+AMOUNT = "amount"
+EVENT_ATTRIBUTES = "attributes"
+TITLE = "title"
+CATEGORY = "category"
+BRAND = "brand"
+TOKENS = "tokens"
+USER_ATTRIBUTES = "attributes"
+SOURCE_FILE = "source_file"
+LINE = "line"
+FIELD = "field"
+REASON = "reason"
+RAW = "raw"
+
+# seq = file index << FILE_SHIFT | line << SUB_BITS | sub-event. The line number comes from
+# the raw file, so (ts, seq) orders same-timestamp events as the release wrote them.
+SUB_BITS = 4
+FILE_SHIFT = 44
+MAX_FILES = 1 << (63 - FILE_SHIFT)
+
+EVENTS_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(USER_ID, StringType(), False),
+        StructField(ITEM_ID, StringType(), False),
+        StructField(TS, TimestampType(), False),
+        StructField(SEQ, LongType(), False),
+        StructField(EVENT_TYPE, StringType(), False),
+        StructField(AMOUNT, DoubleType(), True),
+        StructField(EVENT_ATTRIBUTES, MapType(StringType(), StringType()), True),
+    ]
+)
+
+ITEMS_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(ITEM_ID, StringType(), False),
+        StructField(TITLE, StringType(), True),
+        StructField(CATEGORY, StringType(), True),
+        StructField(BRAND, StringType(), True),
+        StructField(TOKENS, ArrayType(StringType(), True), False),
+    ]
+)
+
+USERS_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(USER_ID, StringType(), False),
+        StructField(USER_ATTRIBUTES, MapType(StringType(), StringType()), False),
+    ]
+)
+
+REJECTS_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(SOURCE_FILE, StringType(), False),
+        StructField(LINE, LongType(), True),
+        StructField(FIELD, StringType(), True),
+        StructField(REASON, StringType(), False),
+        StructField(RAW, StringType(), True),
+    ]
+)
+
+INGEST_FILES_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(SOURCE_FILE, StringType(), False),
+        StructField("file_index", LongType(), False),
+        StructField("raw_rows", LongType(), False),
+        StructField("event_rows", LongType(), False),
+        StructField("reject_rows", LongType(), False),
+    ]
+)
+
+TABLE_SCHEMAS = {
+    EVENTS: EVENTS_SCHEMA,
+    ITEMS: ITEMS_SCHEMA,
+    USERS: USERS_SCHEMA,
+    REJECTS: REJECTS_SCHEMA,
+    INGEST_FILES: INGEST_FILES_SCHEMA,
+}

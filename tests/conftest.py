@@ -1,0 +1,47 @@
+"""Shared fixtures: one Spark session with Delta for the whole run, and the real samples."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from intent_spark.session import build_session
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+REAL_DATA = Path(os.environ.get("INTENT_REAL_DATA", REPO_ROOT.parent / "shared" / "data" / "real"))
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    work = tmp_path_factory.mktemp("spark")
+    session = build_session(
+        "intent-tests",
+        {
+            "spark.master": "local[2]",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.ui.enabled": "false",
+            "spark.sql.warehouse.dir": str(work / "warehouse"),
+            "spark.local.dir": str(work / "local"),
+            "spark.driver.memory": "2g",
+            "spark.databricks.delta.snapshotPartitions": "2",
+        },
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> str:
+    return str(tmp_path / "lake")
+
+
+@pytest.fixture(scope="session")
+def real_data() -> Path:
+    if not REAL_DATA.is_dir():
+        pytest.skip(f"shared real samples absent: {REAL_DATA} (tests read them from ../shared/data/real)")
+    return REAL_DATA
