@@ -157,7 +157,7 @@ def ingest_source(
                 spark,
                 files,
                 fmt=item_spec.format,
-                has_header=_has_header(files, item_spec.header, item_spec.columns, item_spec.key),
+                has_header=_has_header(files, item_spec.header, item_spec.columns, item_spec.key, item_spec.delimiter),
                 columns=item_spec.columns,
                 delimiter=item_spec.delimiter,
                 encoding=item_spec.encoding,
@@ -180,7 +180,9 @@ def ingest_source(
                     spark,
                     user_files,
                     fmt=conf.users.format,
-                    has_header=_has_header(user_files, conf.users.header, conf.users.columns, conf.users.key),
+                    has_header=_has_header(
+                        user_files, conf.users.header, conf.users.columns, conf.users.key, conf.users.delimiter
+                    ),
                     columns=conf.users.columns,
                     delimiter=conf.users.delimiter,
                     encoding=conf.users.encoding,
@@ -239,7 +241,7 @@ def file_manifest(
     )
 
 
-def _has_header(files: list[str], header: str, columns: tuple[str, ...], key: str) -> bool:
+def _has_header(files: list[str], header: str, columns: tuple[str, ...], key: str, delimiter: str) -> bool:
     """Resolve ``header: auto`` by reading the first line of the first file."""
     if header != "auto":
         return header == "true"
@@ -251,4 +253,4 @@ def _has_header(files: list[str], header: str, columns: tuple[str, ...], key: st
         first = stream.read(64 * 1024).split(b"\n", 1)[0].decode("utf-8", "replace")
     if columns:
         return first.strip().lstrip("\ufeff").startswith(columns[0])
-    return key in [c.strip().strip('"') for c in first.split(",")]
+    return key in [c.strip().strip('"') for c in first.split(delimiter)]

@@ -56,7 +56,8 @@ def parse_lines(lines: DataFrame, spec: EventsSpec) -> DataFrame:
     schema = _all_string_schema(names, with_corrupt=True)
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     if spec.format == "csv":
-        parsed = F.from_csv(F.col("value"), schema.simpleString(), {**options, "sep": spec.delimiter})
+        ddl = ", ".join("`{}` STRING".format(f.name.replace("`", "``")) for f in schema.fields)
+        parsed = F.from_csv(F.col("value"), F.lit(ddl), {**options, "sep": spec.delimiter})
     else:
         parsed = F.from_json(F.col("value"), schema, options)
     return lines.withColumn(PARSED, parsed)
