@@ -72,7 +72,7 @@ class EventsSpec:
     time: TimeSpec
     action: ActionSpec
     format: str = "csv"  # csv | jsonl | parquet
-    columns: tuple[str, ...] = ()  # csv: every column in file order
+    columns: tuple[str, ...] = ()  # csv: every column in file order; parquet: the fields to read
     json_schema: str | None = None  # jsonl: DDL of the fields to read
     header: str = "auto"  # auto: a first line equal to the header is the header
     delimiter: str = ","
@@ -86,8 +86,8 @@ class EventsSpec:
     def __post_init__(self) -> None:
         if self.format not in ("csv", "jsonl", "parquet"):
             raise ConfError(f"events.format must be csv, jsonl or parquet, not {self.format!r}")
-        if self.format == "csv" and not self.columns:
-            raise ConfError("events.columns: a csv source must list its columns in file order")
+        if self.format in ("csv", "parquet") and not self.columns:
+            raise ConfError(f"events.columns: a {self.format} source must list its columns")
         if self.format == "jsonl" and not self.json_schema:
             raise ConfError("events.json_schema: a jsonl source must give the DDL of its fields")
         if self.header not in ("auto", "true", "false"):

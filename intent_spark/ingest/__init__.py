@@ -13,9 +13,9 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from intent_spark import schema as S
 from intent_spark.config import SourceConf
 from intent_spark.ingest.events import REASON_CHECKED, check_rows, drop_header_lines, parse_lines, to_events, to_rejects
-from intent_spark.ingest.events import _pad_id, raw_field
+from intent_spark.ingest.events import _pad_id, raw_field, raw_field_names
 from intent_spark.ingest.files import check_gzip, find_files, to_uri
-from intent_spark.ingest.lines import read_numbered_lines
+from intent_spark.ingest.lines import read_numbered_lines, read_numbered_parquet_rows
 from intent_spark.ingest.metadata import (
     items_from_events,
     items_from_file,
@@ -41,6 +41,8 @@ class FileProblem:
 
 @dataclass(frozen=True)
 class IngestSummary:
+    """Counts after an ingest; ``rejects`` includes whole-file problems (line is null)."""
+
     dataset: str
     files: int
     raw_rows: int
@@ -100,13 +102,19 @@ def ingest_source(
     name = dataset or conf.name
     spec = conf.events
     event_files = find_files(raw_root, spec.files, "event-log")
+    if len(event_files) > S.MAX_FILES:
+        raise IntentError(f"{raw_root}: {len(event_files)} event files; seq has room for {S.MAX_FILES}")
     progress(f"{name}: {len(event_files)} event file(s) under {raw_root}")
     problems = inspect_files(event_files, conf.check_gzip)
     readable = [f for f in event_files if not any(p.path == f and p.complete_lines is None for p in problems)]
 
     with spark_conf(spark, INGEST_SQL_CONF):
         if readable:
-            lines = mark_truncated(spark, read_numbered_lines(spark, readable), problems)
+            if spec.format == "parquet":
+                numbered = read_numbered_parquet_rows(spark, readable, raw_field_names(spec))
+            else:
+                numbered = read_numbered_lines(spark, readable)
+            lines = mark_truncated(spark, numbered, problems)
             lines = drop_header_lines(lines, spec)
             checked = check_rows(parse_lines(lines, spec), spec)
             truncated_line = F.col(S.LINE) > F.col(TRUNCATED_AFTER)
@@ -196,11 +204,17 @@ def ingest_source(
         write_dataset(manifest, lake, S.INGEST_FILES, name)
 
     totals = read_table(spark, lake, S.INGEST_FILES, name).agg(
-        F.count(F.lit(1)), F.sum("raw_rows"), F.sum("event_rows"), F.sum("reject_rows")
+        F.count(F.lit(1)), F.sum("raw_rows"), F.sum("reject_rows")
     ).first()
-    n_items = read_table(spark, lake, S.ITEMS, name).count()
-    n_users = read_table(spark, lake, S.USERS, name).count()
-    return IngestSummary(name, int(totals[0]), int(totals[1] or 0), int(totals[2] or 0), int(totals[3] or 0), n_items, n_users)
+    return IngestSummary(
+        dataset=name,
+        files=int(totals[0]),
+        raw_rows=int(totals[1] or 0),
+        events=read_table(spark, lake, S.EVENTS, name).count(),
+        rejects=read_table(spark, lake, S.REJECTS, name).count(),
+        items=read_table(spark, lake, S.ITEMS, name).count(),
+        users=read_table(spark, lake, S.USERS, name).count(),
+    )
 
 
 def file_manifest(

@@ -34,7 +34,7 @@ class ParsedEvents:
 
 def raw_field_names(spec: EventsSpec) -> list[str]:
     """The raw fields read from each line, in file order for csv."""
-    if spec.format == "csv":
+    if spec.format in ("csv", "parquet"):
         return list(spec.columns)
     return [f.name for f in StructType.fromDDL(spec.json_schema or "").fields]
 
@@ -50,7 +50,7 @@ def parse_lines(lines: DataFrame, spec: EventsSpec) -> DataFrame:
     """Split each line into string fields; a line that does not split cleanly keeps ``_corrupt``.
 
     JSON fields are read as strings too (Spark keeps a number's text), so the typed checks
-    below are the same for every format.
+    below are the same for every format. Parquet rows arrive as JSON text of their fields.
     """
     names = raw_field_names(spec)
     schema = _all_string_schema(names, with_corrupt=True)
