@@ -89,8 +89,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if raw is None:
             raw_dir = base / "raw" / name
             release = generate_release(
-                entry.get("source", name), raw_dir, int(entry.get("events", 20_000)),
-                seed=int(run.get("seed", 0)), progress=report,
+                entry.get("source", name),
+                raw_dir,
+                int(entry.get("events", 20_000)),
+                seed=int(run.get("seed", 0)),
+                progress=report,
             )
             raw = str(release.root)
         conf = load_source(entry.get("conf", entry.get("source", name)))

@@ -16,9 +16,7 @@ REAL_SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / 
 SMALL = 2_000
 PATTERN_SIZE = 20_000
 
-REES46_HEADER = (
-    "event_time,event_type,product_id,category_id,category_code,brand,price,user_id,user_session"
-)
+REES46_HEADER = "event_time,event_type,product_id,category_id,category_code,brand,price,user_id,user_session"
 KUAIRAND_LOG_HEADER = (
     "user_id,video_id,date,hourmin,time_ms,is_click,is_like,is_follow,is_comment,is_forward,"
     "is_hate,long_view,play_time_ms,duration_ms,profile_stay_time,comment_stay_time,"
@@ -28,9 +26,7 @@ CSV_HEADERS: dict[str, dict[str, str]] = {
     "rees46": {name: REES46_HEADER for name in rees46.MONTH_FILES},
     "hm": {
         "transactions_train.csv": "t_dat,customer_id,article_id,price,sales_channel_id",
-        "customers.csv": (
-            "customer_id,FN,Active,club_member_status,fashion_news_frequency,age,postal_code"
-        ),
+        "customers.csv": ("customer_id,FN,Active,club_member_status,fashion_news_frequency,age,postal_code"),
         "articles.csv": (
             "article_id,product_code,prod_name,product_type_no,product_type_name,"
             "product_group_name,graphical_appearance_no,graphical_appearance_name,"
@@ -115,9 +111,7 @@ def _file_bytes(release: GeneratedRelease) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("dataset", SOURCES)
-def test_same_seed_gives_identical_bytes_and_another_seed_differs(
-    dataset: str, tmp_path: Path
-) -> None:
+def test_same_seed_gives_identical_bytes_and_another_seed_differs(dataset: str, tmp_path: Path) -> None:
     first = generate_release(dataset, tmp_path / "a", SMALL, seed=11)
     second = generate_release(dataset, tmp_path / "b", SMALL, seed=11)
     other = generate_release(dataset, tmp_path / "c", SMALL, seed=12)
@@ -193,9 +187,7 @@ def test_real_sample_headers_match_the_generated_headers(
 
 def test_rees46_rows_look_like_the_real_file(small_releases: dict[str, GeneratedRelease]) -> None:
     release = small_releases["rees46"]
-    frame = pd.concat(
-        [pd.read_csv(path, dtype=str, keep_default_na=False) for path in release.files]
-    )
+    frame = pd.concat([pd.read_csv(path, dtype=str, keep_default_na=False) for path in release.files])
     times = pd.to_datetime(frame["event_time"], format="%Y-%m-%d %H:%M:%S UTC", utc=True)
     assert times.min() >= pd.Timestamp("2019-10-01", tz="UTC")
     assert times.max() < pd.Timestamp("2020-05-01", tz="UTC")
@@ -309,9 +301,7 @@ def test_rees46_views_follow_the_successor_pattern(tmp_path: Path) -> None:
     frame = pd.concat([pd.read_csv(path) for path in release.files])
     frame["ts"] = pd.to_datetime(frame["event_time"], format="%Y-%m-%d %H:%M:%S UTC")
     frame = frame.sort_values(["user_id", "ts"], kind="stable")
-    catalogue = build_catalogue(
-        size_catalogue(PATTERN_SIZE, rees46.ITEMS_FACTOR), catalogue_rng("rees46", 4)
-    )
+    catalogue = build_catalogue(size_catalogue(PATTERN_SIZE, rees46.ITEMS_FACTOR), catalogue_rng("rees46", 4))
     product_id = rees46.product_ids(catalogue.n_items, seed=4)
     item_of_product = pd.Series(np.arange(catalogue.n_items), index=product_id)
     item = item_of_product[frame["product_id"]].to_numpy()
@@ -328,9 +318,7 @@ def test_progress_is_reported(tmp_path: Path) -> None:
     assert messages and messages[-1] == "hm: 500/500 events"
 
 
-@pytest.mark.parametrize(
-    ("dataset", "events"), [("netflix", 1_000), ("rees46", 49), ("rees46", -5)]
-)
+@pytest.mark.parametrize(("dataset", "events"), [("netflix", 1_000), ("rees46", 49), ("rees46", -5)])
 def test_bad_arguments_are_refused(dataset: str, events: int, tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         generate_release(dataset, tmp_path, events)

@@ -41,9 +41,13 @@ OCTOBER = [
 def dirty_rees46(spark, tmp_path_factory):
     raw = tmp_path_factory.mktemp("raw_rees46")
     (raw / "2019-Oct.csv").write_bytes(b"\n".join(line for line, _, _ in OCTOBER) + b"\n")
-    november = HEADER + b"\n" + b"".join(
-        f"2019-11-01 00:{i // 60:02d}:{i % 60:02d} UTC,view,{i},11,,,1.00,u{i % 7},s\n".encode()
-        for i in range(3000)
+    november = (
+        HEADER
+        + b"\n"
+        + b"".join(
+            f"2019-11-01 00:{i // 60:02d}:{i % 60:02d} UTC,view,{i},11,,,1.00,u{i % 7},s\n".encode()
+            for i in range(3000)
+        )
     )
     (raw / "2019-Nov.csv.gz").write_bytes(gzip.compress(november)[:-300])  # cut before its end
     (raw / "2019-Dec.csv").write_bytes(b"")
@@ -84,7 +88,9 @@ def test_truncated_gzip_and_empty_file_are_file_level_rejects(spark, dirty_rees4
 
 def test_raw_rows_equal_events_plus_rejects_per_file(spark, dirty_rees46):
     _, lake, summary = dirty_rees46
-    manifest = {Path(r.source_file).name: r for r in read_table(spark, lake, S.INGEST_FILES, "rees46").collect()}
+    manifest = {
+        Path(r.source_file).name: r for r in read_table(spark, lake, S.INGEST_FILES, "rees46").collect()
+    }
     assert manifest["2019-Oct.csv"].raw_rows == len(OCTOBER) - 1
     assert manifest["2019-Oct.csv"].event_rows == 3
     assert manifest["2019-Dec.csv"].raw_rows == 0
@@ -118,7 +124,9 @@ def test_json_lines_bad_rows(spark, tmp_path, lake):
 
 
 def test_missing_source_folder_is_one_line_error(tmp_path, capsys):
-    code = main(["ingest", "--dataset", "rees46", "--raw", str(tmp_path / "nope"), "--lake", str(tmp_path / "l")])
+    code = main(
+        ["ingest", "--dataset", "rees46", "--raw", str(tmp_path / "nope"), "--lake", str(tmp_path / "l")]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert err == [f"intent ingest: error: {tmp_path / 'nope'}: source folder not found"]

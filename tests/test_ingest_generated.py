@@ -57,9 +57,22 @@ def test_generated_catalogue_has_tokens_and_time_range(spark, generated_lake, na
 @pytest.mark.slow
 def test_kuairand_event_types_follow_the_signal_priority(spark, generated_lake):
     lake, _, _ = generated_lake
-    types = {r.event_type for r in read_table(spark, lake, S.EVENTS, "kuairand").select(S.EVENT_TYPE).distinct().collect()}
+    types = {
+        r.event_type
+        for r in read_table(spark, lake, S.EVENTS, "kuairand").select(S.EVENT_TYPE).distinct().collect()
+    }
     assert {"click", "long_view", "impression"} <= types
-    assert types <= {"hate", "forward", "comment", "follow", "like", "profile_enter", "long_view", "click", "impression"}
+    assert types <= {
+        "hate",
+        "forward",
+        "comment",
+        "follow",
+        "like",
+        "profile_enter",
+        "long_view",
+        "click",
+        "impression",
+    }
 
 
 @pytest.mark.slow
@@ -69,4 +82,8 @@ def test_hm_users_and_rees46_amounts(spark, generated_lake):
     assert read_table(spark, lake, S.USERS, "kuairand").count() > 0
     rees = read_table(spark, lake, S.EVENTS, "rees46")
     assert rees.where(F.col(S.AMOUNT).isNull()).count() == 0
-    assert {r.event_type for r in rees.select(S.EVENT_TYPE).distinct().collect()} == {"view", "cart", "purchase"}
+    assert {r.event_type for r in rees.select(S.EVENT_TYPE).distinct().collect()} == {
+        "view",
+        "cart",
+        "purchase",
+    }

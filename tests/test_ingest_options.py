@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pyspark.sql import functions as F
 
 from intent_spark import schema as S
 from intent_spark.cli import main
@@ -20,7 +19,9 @@ KUAI_HEADER = (
 )
 
 
-def _kuai_row(user, video, ms, click=0, like=0, follow=0, comment=0, forward=0, hate=0, long_view=0, profile=0):
+def _kuai_row(
+    user, video, ms, click=0, like=0, follow=0, comment=0, forward=0, hate=0, long_view=0, profile=0
+):
     return f"{user},{video},20220408,1500,{ms},{click},{like},{follow},{comment},{forward},{hate},{long_view},1,2,0,0,{profile},0,1"
 
 
@@ -35,7 +36,9 @@ KUAI_ROWS = [
 def _kuai_conf(per_signal: bool) -> SourceConf:
     conf = load_source("kuairand")
     action = conf.events.action.__class__(signals=conf.events.action.signals, per_signal=per_signal)
-    return conf.__class__(**{**conf.__dict__, "events": conf.events.__class__(**{**conf.events.__dict__, "action": action})})
+    return conf.__class__(
+        **{**conf.__dict__, "events": conf.events.__class__(**{**conf.events.__dict__, "action": action})}
+    )
 
 
 @pytest.fixture
@@ -50,7 +53,12 @@ def kuai_raw(tmp_path: Path) -> Path:
 def test_kuairand_strongest_signal_per_impression(spark, kuai_raw, lake):
     ingest_source(spark, _kuai_conf(per_signal=False), str(kuai_raw), lake)
     rows = read_table(spark, lake, S.EVENTS, "kuairand").orderBy(S.SEQ).collect()
-    assert [(r.item_id, r.event_type) for r in rows] == [("10", "impression"), ("11", "like"), ("12", "hate"), ("10", "click")]
+    assert [(r.item_id, r.event_type) for r in rows] == [
+        ("10", "impression"),
+        ("11", "like"),
+        ("12", "hate"),
+        ("10", "click"),
+    ]
     assert rows[0].attributes == {"is_rand": "0", "tab": "1"}
 
 
@@ -76,7 +84,11 @@ def test_parquet_source_and_reingest_replaces_only_its_dataset(spark, tmp_path, 
     raw = tmp_path / "ledger"
     raw.mkdir()
     ledger = spark.createDataFrame(
-        [("c1", "m1", 1_600_000_000, 12.5), ("c1", "m2", 1_600_000_100, -3.0), ("c2", None, 1_600_000_200, 1.0)],
+        [
+            ("c1", "m1", 1_600_000_000, 12.5),
+            ("c1", "m2", 1_600_000_100, -3.0),
+            ("c2", None, 1_600_000_200, 1.0),
+        ],
         "customer string, merchant string, epoch long, amount double",
     )
     ledger.coalesce(1).write.parquet(str(raw / "part"))
@@ -102,7 +114,9 @@ def test_parquet_source_and_reingest_replaces_only_its_dataset(spark, tmp_path, 
     # A second dataset, then the first again: nothing doubles and the other is untouched.
     ingest_source(spark, conf, str(raw), lake, dataset="ledger_copy")
     ingest_source(spark, conf, str(raw), lake)
-    counts = {r.dataset: r["count"] for r in read_table(spark, lake, S.EVENTS).groupBy(S.DATASET).count().collect()}
+    counts = {
+        r.dataset: r["count"] for r in read_table(spark, lake, S.EVENTS).groupBy(S.DATASET).count().collect()
+    }
     assert counts == {"ledger": 2, "ledger_copy": 2}
 
 
@@ -116,8 +130,21 @@ def test_conf_errors_name_the_file_and_key(tmp_path):
     with pytest.raises(ConfError, match="unknown dataset 'nope'; built-in: .*rees46"):
         load_source("nope")
     with pytest.raises(ConfError, match="exactly one of 'format' or 'epoch'"):
-        from_mapping(SourceConf, {"name": "x", "events": {"files": ["a"], "user": "u", "item": "i",
-                                   "time": {"column": "t"}, "action": {"constant": "c"}, "columns": ["u"]}}, "x")
+        from_mapping(
+            SourceConf,
+            {
+                "name": "x",
+                "events": {
+                    "files": ["a"],
+                    "user": "u",
+                    "item": "i",
+                    "time": {"column": "t"},
+                    "action": {"constant": "c"},
+                    "columns": ["u"],
+                },
+            },
+            "x",
+        )
 
 
 def test_cli_unknown_dataset_and_later_stage(tmp_path, capsys):
@@ -131,7 +158,10 @@ def test_cli_unknown_dataset_and_later_stage(tmp_path, capsys):
 
 
 def test_cli_generate_writes_release(tmp_path, capsys):
-    assert main(["generate", "--dataset", "rees46", "--events", "500", "--out", str(tmp_path), "--seed", "3"]) == 0
+    assert (
+        main(["generate", "--dataset", "rees46", "--events", "500", "--out", str(tmp_path), "--seed", "3"])
+        == 0
+    )
     assert (tmp_path / "2019-Oct.csv").exists()
     assert "500 event rows" in capsys.readouterr().err
     assert main(["generate", "--dataset", "nope", "--events", "500", "--out", str(tmp_path)]) == 2

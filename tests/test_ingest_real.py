@@ -77,10 +77,12 @@ def test_hm_transactions_articles_customers(spark, real_data, lake):
         assert event.amount == float(price) and event.attributes == {"sales_channel_id": channel}
     strap = read_table(spark, lake, S.ITEMS, "hm").where(F.col(S.ITEM_ID) == "0108775015").first()
     assert (strap.title, strap.category) == ("Strap top", "Vest top")
-    assert {"strap", "top", "colour_group_name:black", "product_group_name:garment_upper_body"} <= set(strap.tokens)
-    customer = read_table(spark, lake, S.USERS, "hm").where(
-        F.col(S.USER_ID).startswith("00000dbacae5abe5")
-    ).first()
+    assert {"strap", "top", "colour_group_name:black", "product_group_name:garment_upper_body"} <= set(
+        strap.tokens
+    )
+    customer = (
+        read_table(spark, lake, S.USERS, "hm").where(F.col(S.USER_ID).startswith("00000dbacae5abe5")).first()
+    )
     assert customer.attributes["age"] == "49.0" and "FN" not in customer.attributes
 
 
@@ -117,7 +119,9 @@ def test_amazon_benchmark_split_files(spark, real_data, lake, tmp_path):
 def test_microlens_title_files(spark, real_data, lake, tmp_path, file_name, first_title):
     raw = _link(tmp_path / "microlens", real_data / "microlens" / file_name)
     # No real MicroLens pairs could be had; three hand-written pairs make it a valid source.
-    (raw / "MicroLens-1M_pairs.csv").write_text("user,item,timestamp\n7,1,1654041600000\n7,2,1654041601000\n8,1,1654041602000\n")
+    (raw / "MicroLens-1M_pairs.csv").write_text(
+        "user,item,timestamp\n7,1,1654041600000\n7,2,1654041601000\n8,1,1654041602000\n"
+    )
     summary = _ingest(spark, "microlens", raw, lake)
     expected_items = 19_220 if "50k" in file_name else 19_738
     assert summary.items == expected_items

@@ -21,7 +21,9 @@ def test_line_numbers_survive_many_small_blocks(spark, tmp_path):
     first = _write_lines(tmp_path / "a.csv", 3000)
     second = _write_lines(tmp_path / "b.csv", 1700, width=11)
     files = [str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]
-    with spark_conf(spark, {"spark.sql.files.maxPartitionBytes": "4096", "spark.sql.files.openCostInBytes": "0"}):
+    with spark_conf(
+        spark, {"spark.sql.files.maxPartitionBytes": "4096", "spark.sql.files.openCostInBytes": "0"}
+    ):
         numbered = read_numbered_lines(spark, files)
         assert numbered.rdd.getNumPartitions() > 10  # the file really is split
         rows = {(r.file_index, r.line): r.value for r in numbered.collect()}

@@ -146,9 +146,7 @@ def review_lines(
         pa.array(item + np.where(rng.random(n) < 0.4, len(parent_asin), 0))
     )
     prefixes = pa.array(["AE", "AF", "AG"]).take(pa.array(rng.integers(0, 3, block.n_users)))
-    user_text = pc.binary_join_element_wise(
-        prefixes, pa.array(alnum_strings(rng, block.n_users, 26)), ""
-    )
+    user_text = pc.binary_join_element_wise(prefixes, pa.array(alnum_strings(rng, block.n_users, 26)), "")
     local_user = block.user - block.first_user
     helpful = np.where(rng.random(n) < 0.75, 0, rng.geometric(0.3, n))
     verified = rng.random(n) < 0.88
@@ -212,9 +210,7 @@ def write_meta(
                 "average_rating": round(min(5.0, max(1.0, average)), 1),
                 "rating_number": count,
                 "features": [f"{w.capitalize()} design, easy to clean" for w in words[1:4]],
-                "description": [f"The {words[0]} {words[5]} for every {kind_words[6]}."]
-                if item % 3
-                else [],
+                "description": [f"The {words[0]} {words[5]} for every {kind_words[6]}."] if item % 3 else [],
                 "price": float(price[item]) if has_price[item] else None,
                 "images": [],
                 "videos": [],
@@ -270,9 +266,7 @@ def generate(
     item_rng = side_rng(DATASET, seed, 1)
     index = np.arange(catalogue.n_items)
     parent_asin = asin_strings(ScatteredIds.draw(0, ASIN_HALF_RANGE, item_rng)(index))
-    variant_asin = asin_strings(
-        ScatteredIds.draw(ASIN_HALF_RANGE, ASIN_HALF_RANGE, item_rng)(index)
-    )
+    variant_asin = asin_strings(ScatteredIds.draw(ASIN_HALF_RANGE, ASIN_HALF_RANGE, item_rng)(index))
     quality = np.clip(item_rng.normal(4.1, 0.6, catalogue.n_items), 1.5, 5.0)
     titles, texts = review_texts(catalogue, item_rng)
     fallback = json.dumps(
@@ -307,9 +301,7 @@ def generate(
     written = 0
     try:
         for block in iter_event_blocks(DATASET, catalogue, ACTIVITY, events, seed):
-            lines, rating = review_lines(
-                block, catalogue, quality, parent_asin, variant_asin, titles, texts
-            )
+            lines, rating = review_lines(block, catalogue, quality, parent_asin, variant_asin, titles, texts)
             reviews.write(lines)
             rating_sum += np.bincount(block.item, weights=rating, minlength=catalogue.n_items)
             rating_count += np.bincount(block.item, minlength=catalogue.n_items)

@@ -378,9 +378,7 @@ def generate(
             n_idle = max(1, block.n_users // 20)
             customer_ids = hex_strings(block.rng, block.n_users + n_idle, 64)
             transactions.write(
-                transaction_lines(
-                    block, customer_ids[: block.n_users], article_text, full_price, sale_price
-                )
+                transaction_lines(block, customer_ids[: block.n_users], article_text, full_price, sale_price)
             )
             customers.write(customer_lines(customer_ids, block.rng))
             written += block.n_events
@@ -389,9 +387,7 @@ def generate(
     finally:
         transactions.close()
         customers.close()
-    write_articles(
-        out_dir / ARTICLES_FILE, catalogue, product_code, article_id, side_rng(DATASET, seed, 5)
-    )
+    write_articles(out_dir / ARTICLES_FILE, catalogue, product_code, article_id, side_rng(DATASET, seed, 5))
     return GeneratedRelease(
         dataset=DATASET,
         root=out_dir,

@@ -320,9 +320,7 @@ def generate(
             late = date >= LATE_PERIOD_START
             is_rand = late & (block.rng.random(block.n_events) < RANDOM_SHARE * 2)
             time_fraction = (block.time_ms - activity.start_ms) / activity.range_ms
-            random_pick = catalogue.sample_released_uniformly(
-                time_fraction, block.rng.random(block.n_events)
-            )
+            random_pick = catalogue.sample_released_uniformly(time_fraction, block.rng.random(block.n_events))
             item = np.where(is_rand, random_pick, block.item)
             signals = signal_columns(block, duration_ms[item])
             tab = block.rng.choice(len(TAB_SHARES), block.n_events, p=TAB_SHARES / TAB_SHARES.sum())

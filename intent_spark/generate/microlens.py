@@ -106,9 +106,7 @@ def generate(
     try:
         for block in iter_event_blocks(DATASET, catalogue, ACTIVITY, events, seed):
             pairs.write(
-                join_lines(
-                    [as_text(block.user + 1), as_text(block.item + 1), as_text(block.time_ms)]
-                )
+                join_lines([as_text(block.user + 1), as_text(block.item + 1), as_text(block.time_ms)])
             )
             written += block.n_events
             if progress is not None:

@@ -28,18 +28,14 @@ def as_text(values: np.ndarray | pa.Array) -> pa.Array:
 
 def join_lines(pieces: Sequence[Piece], separator: str = ",") -> pa.Array:
     """One line per row, pieces joined by `separator` and ended by LF; nulls print as empty."""
-    body = pc.binary_join_element_wise(
-        *pieces, separator, null_handling="replace", null_replacement=""
-    )
+    body = pc.binary_join_element_wise(*pieces, separator, null_handling="replace", null_replacement="")
     return pc.binary_join_element_wise(body, "\n", "")
 
 
 def line_bytes(lines: pa.Array, start: int = 0, stop: int | None = None) -> memoryview:
     """The raw bytes of lines[start:stop], without copying."""
     stop = len(lines) if stop is None else stop
-    offsets = np.frombuffer(
-        lines.buffers()[1], dtype=np.int32, count=len(lines) + 1, offset=lines.offset * 4
-    )
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32, count=len(lines) + 1, offset=lines.offset * 4)
     return memoryview(lines.buffers()[2])[int(offsets[start]) : int(offsets[stop])]
 
 

@@ -32,9 +32,7 @@ from intent_spark.generate.world import (
 )
 
 DATASET = "rees46"
-HEADER = (
-    "event_time,event_type,product_id,category_id,category_code,brand,price,user_id,user_session"
-)
+HEADER = "event_time,event_type,product_id,category_id,category_code,brand,price,user_id,user_session"
 MONTH_FILES = (
     "2019-Oct.csv",
     "2019-Nov.csv",
@@ -110,9 +108,7 @@ def item_columns(
         )
     ]
     kind_price = np.exp(rng.normal(3.6, 1.0, n_kinds))
-    price = np.maximum(
-        0.77, kind_price[catalogue.item_kind] * np.exp(rng.normal(0, 0.3, catalogue.n_items))
-    )
+    price = np.maximum(0.77, kind_price[catalogue.item_kind] * np.exp(rng.normal(0, 0.3, catalogue.n_items)))
     kind = catalogue.item_kind
     return {
         "product_id": as_text(product_id),
@@ -148,9 +144,7 @@ def generate(
 ) -> GeneratedRelease:
     """Write the seven monthly files; each event goes to the file of its month."""
     catalogue = build_catalogue(size_catalogue(events, ITEMS_FACTOR), catalogue_rng(DATASET, seed))
-    items = item_columns(
-        catalogue, product_ids(catalogue.n_items, seed), side_rng(DATASET, seed, 1)
-    )
+    items = item_columns(catalogue, product_ids(catalogue.n_items, seed), side_rng(DATASET, seed, 1))
     user_ids = ScatteredIds.draw(500_000_000, USER_IDS_MODULUS, side_rng(DATASET, seed, 2))
     fallback = (
         f"2019-10-01 00:00:00 UTC,view,{items['product_id'][0]},{items['category_id'][0]},,,"
@@ -191,9 +185,7 @@ def generate(
                     sessions.take(pa.array(block.session[order])),
                 ]
             )
-            month = (seconds.astype("datetime64[s]").astype("datetime64[M]") - FIRST_MONTH).astype(
-                np.int64
-            )
+            month = (seconds.astype("datetime64[s]").astype("datetime64[M]") - FIRST_MONTH).astype(np.int64)
             bounds = np.searchsorted(month, np.arange(len(MONTH_FILES) + 1))
             for index, log in enumerate(files):
                 log.write(lines.slice(bounds[index], bounds[index + 1] - bounds[index]))

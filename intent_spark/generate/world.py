@@ -140,9 +140,7 @@ class Catalogue:
         picked = np.minimum(picked, released - 1)
         return self.release_order[picked]
 
-    def sample_released_uniformly(
-        self, time_fraction: np.ndarray, uniform: np.ndarray
-    ) -> np.ndarray:
+    def sample_released_uniformly(self, time_fraction: np.ndarray, uniform: np.ndarray) -> np.ndarray:
         """Uniform picks among the items already released (random exposure)."""
         released = np.maximum(np.searchsorted(self.release_sorted, time_fraction, "right"), 1)
         return self.release_order[np.floor(uniform * released).astype(np.int64)]
@@ -447,9 +445,7 @@ def iter_event_blocks(
     code = source_code(dataset)
     count_rng = np.random.default_rng([seed, code, 1])
     first_user = 0
-    for block_number, counts in enumerate(
-        plan_user_blocks(events, activity, count_rng, block_events)
-    ):
+    for block_number, counts in enumerate(plan_user_blocks(events, activity, count_rng, block_events)):
         block_rng = np.random.default_rng([seed, code, 2, block_number])
         yield simulate_block(catalogue, activity, counts, first_user, block_rng)
         first_user += int(counts.shape[0])
@@ -475,9 +471,7 @@ def alnum_strings(rng: np.random.Generator, count: int, length: int) -> np.ndarr
     return _alphabet_strings(rng, count, length, b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
 
-def _alphabet_strings(
-    rng: np.random.Generator, count: int, length: int, alphabet: bytes
-) -> np.ndarray:
+def _alphabet_strings(rng: np.random.Generator, count: int, length: int, alphabet: bytes) -> np.ndarray:
     letters = np.frombuffer(alphabet, dtype=np.uint8)
     codes = letters[rng.integers(0, len(letters), (count, length))]
     return np.ascontiguousarray(codes).view(f"S{length}").ravel().astype(f"U{length}")

@@ -6,14 +6,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from intent_spark import schema as S
-from intent_spark.config import SourceConf
-from intent_spark.ingest.events import REASON_CHECKED, check_rows, drop_header_lines, parse_lines, to_events, to_rejects
-from intent_spark.ingest.events import _pad_id, raw_field, raw_field_names
+from intent_spark.config import EventsSpec, SourceConf
+from intent_spark.errors import IntentError
+from intent_spark.ingest.events import (
+    REASON_CHECKED,
+    _pad_id,
+    check_rows,
+    drop_header_lines,
+    parse_lines,
+    raw_field,
+    raw_field_names,
+    to_events,
+    to_rejects,
+)
 from intent_spark.ingest.files import check_gzip, find_files, to_uri
 from intent_spark.ingest.lines import read_numbered_lines, read_numbered_parquet_rows
 from intent_spark.ingest.metadata import (
@@ -23,7 +34,6 @@ from intent_spark.ingest.metadata import (
     read_table_file,
     users_from_file,
 )
-from intent_spark.errors import IntentError
 from intent_spark.io import read_table, spark_conf, write_dataset
 
 TRUNCATED_AFTER = "_truncated_after"
@@ -58,7 +68,7 @@ def inspect_files(files: list[str], check_gzip_files: bool) -> list[FileProblem]
 
     problems = []
     for path in files:
-        fs, local = (pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path))
+        fs, local = pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path)
         if fs.get_file_info(local).size == 0:
             problems.append(FileProblem(path, "empty file"))
             continue
@@ -90,6 +100,104 @@ def mark_truncated(spark: SparkSession, lines: DataFrame, problems: list[FilePro
     return lines.join(F.broadcast(limits), S.SOURCE_FILE, "left")
 
 
+def read_checked_lines(
+    spark: SparkSession, spec: EventsSpec, files: list[str], problems: list[FileProblem]
+) -> DataFrame:
+    """Every data line of the readable event files, parsed, with ``_reason`` null when good."""
+    if spec.format == "parquet":
+        numbered = read_numbered_parquet_rows(spark, files, raw_field_names(spec))
+    else:
+        numbered = read_numbered_lines(spark, files)
+    lines = drop_header_lines(mark_truncated(spark, numbered, problems), spec)
+    checked = check_rows(parse_lines(lines, spec), spec)
+    cut_off = F.col(S.LINE) > F.col(TRUNCATED_AFTER)
+    return checked.withColumn(
+        REASON_CHECKED,
+        F.when(cut_off, F.lit("incomplete last line of a truncated gzip")).otherwise(F.col(REASON_CHECKED)),
+    )
+
+
+def read_catalogue(
+    spark: SparkSession,
+    conf: SourceConf,
+    raw_root: str,
+    name: str,
+    checked: DataFrame | None,
+    events: DataFrame,
+    progress: Callable[[str], None],
+) -> DataFrame:
+    """ITEMS rows: every item of the events or of a metadata file, with its tokens."""
+    spec = conf.events
+    if checked is not None and (spec.item_fields or spec.item_tokens):
+        good = checked.where(F.col(REASON_CHECKED).isNull()).withColumns(
+            {
+                S.ITEM_ID: _pad_id(raw_field(spec.item), spec.id_pad),
+                S.SEQ: F.shiftleft(F.col("file_index"), S.FILE_SHIFT)
+                + F.shiftleft(F.col(S.LINE), S.SUB_BITS),
+            }
+        )
+        catalogue = items_from_events(good, spec, name)
+    else:
+        catalogue = (
+            events.select(S.DATASET, S.ITEM_ID)
+            .distinct()
+            .select(
+                S.DATASET,
+                S.ITEM_ID,
+                *[F.lit(None).cast("string").alias(c) for c in (S.TITLE, S.CATEGORY, S.BRAND)],
+                F.array().cast("array<string>").alias(S.TOKENS),
+            )
+        )
+    file_items = []
+    for item_spec in conf.items:
+        try:
+            files = find_files(raw_root, item_spec.files, "item metadata")
+        except IntentError:  # metadata is optional; the events carry the catalogue
+            progress(f"{name}: no item metadata file matches {', '.join(item_spec.files)}; skipped")
+            continue
+        df = read_table_file(
+            spark,
+            files,
+            fmt=item_spec.format,
+            has_header=_has_header(
+                files, item_spec.header, item_spec.columns, item_spec.key, item_spec.delimiter
+            ),
+            columns=item_spec.columns,
+            delimiter=item_spec.delimiter,
+            encoding=item_spec.encoding,
+            multiline=item_spec.multiline,
+            leading_space=item_spec.leading_space,
+            json_schema=item_spec.json_schema,
+        )
+        file_items.append(items_from_file(df, item_spec, name))
+    return merge_items(catalogue, file_items)
+
+
+def read_profiles(
+    spark: SparkSession, conf: SourceConf, raw_root: str, name: str, progress: Callable[[str], None]
+) -> DataFrame:
+    """USERS rows from the source's profile file, or none."""
+    empty = spark.createDataFrame([], S.USERS_SCHEMA)
+    spec = conf.users
+    if spec is None:
+        return empty
+    try:
+        files = find_files(raw_root, spec.files, "user profile")
+    except IntentError:  # profiles are optional
+        progress(f"{name}: no user profile file matches {', '.join(spec.files)}; skipped")
+        return empty
+    df = read_table_file(
+        spark,
+        files,
+        fmt=spec.format,
+        has_header=_has_header(files, spec.header, spec.columns, spec.key, spec.delimiter),
+        columns=spec.columns,
+        delimiter=spec.delimiter,
+        encoding=spec.encoding,
+    )
+    return users_from_file(df, spec, name)
+
+
 def ingest_source(
     spark: SparkSession,
     conf: SourceConf,
@@ -98,7 +206,11 @@ def ingest_source(
     dataset: str | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> IngestSummary:
-    """Read one source's raw files and replace its partition of every canonical table."""
+    """Read one source's raw files and replace its partition of every canonical table.
+
+    The parsed lines are persisted once (memory, spilling to disk) because four outputs read
+    them: events, rejects, the catalogue and the per-file counts.
+    """
     name = dataset or conf.name
     spec = conf.events
     event_files = find_files(raw_root, spec.files, "event-log")
@@ -106,106 +218,42 @@ def ingest_source(
         raise IntentError(f"{raw_root}: {len(event_files)} event files; seq has room for {S.MAX_FILES}")
     progress(f"{name}: {len(event_files)} event file(s) under {raw_root}")
     problems = inspect_files(event_files, conf.check_gzip)
-    readable = [f for f in event_files if not any(p.path == f and p.complete_lines is None for p in problems)]
+    unreadable = {p.path for p in problems if p.complete_lines is None}
+    readable = [f for f in event_files if f not in unreadable]
+    file_rejects = _problem_frame(spark, problems, name)
 
+    checked = None
     with spark_conf(spark, INGEST_SQL_CONF):
-        if readable:
-            if spec.format == "parquet":
-                numbered = read_numbered_parquet_rows(spark, readable, raw_field_names(spec))
-            else:
-                numbered = read_numbered_lines(spark, readable)
-            lines = mark_truncated(spark, numbered, problems)
-            lines = drop_header_lines(lines, spec)
-            checked = check_rows(parse_lines(lines, spec), spec)
-            truncated_line = F.col(S.LINE) > F.col(TRUNCATED_AFTER)
-            checked = checked.withColumn(
-                REASON_CHECKED,
-                F.when(truncated_line, F.lit("incomplete last line of a truncated gzip")).otherwise(
-                    F.col(REASON_CHECKED)
-                ),
-            )
-            events = to_events(checked, spec, name)
-            rejects = to_rejects(checked, name).unionByName(_problem_frame(spark, problems, name))
-        else:
-            lines = None
-            events = spark.createDataFrame([], S.EVENTS_SCHEMA)
-            rejects = _problem_frame(spark, problems, name)
-
-        progress(f"{name}: writing events")
-        write_dataset(events, lake, S.EVENTS, name)
-        progress(f"{name}: writing rejects")
-        write_dataset(rejects, lake, S.REJECTS, name)
-
-        progress(f"{name}: writing items")
-        written_events = read_table(spark, lake, S.EVENTS, name)
-        if readable and (spec.item_fields or spec.item_tokens):
-            good = checked.where(F.col(REASON_CHECKED).isNull()).withColumns(
-                {
-                    S.ITEM_ID: _pad_id(raw_field(spec.item), spec.id_pad),
-                    S.SEQ: F.shiftleft(F.col("file_index"), S.FILE_SHIFT)
-                    + F.shiftleft(F.col(S.LINE), S.SUB_BITS),
-                }
-            )
-            event_items = items_from_events(good, spec, name)
-        else:
-            event_items = written_events.select(S.DATASET, S.ITEM_ID).distinct().select(
-                S.DATASET,
-                S.ITEM_ID,
-                *[F.lit(None).cast("string").alias(c) for c in (S.TITLE, S.CATEGORY, S.BRAND)],
-                F.array().cast("array<string>").alias(S.TOKENS),
-            )
-        file_items = []
-        for item_spec in conf.items:
-            try:
-                files = find_files(raw_root, item_spec.files, "item metadata")
-            except IntentError:  # metadata is optional; the events carry the catalogue
-                progress(f"{name}: no item metadata file matches {', '.join(item_spec.files)}; skipped")
-                continue
-            df = read_table_file(
-                spark,
-                files,
-                fmt=item_spec.format,
-                has_header=_has_header(files, item_spec.header, item_spec.columns, item_spec.key, item_spec.delimiter),
-                columns=item_spec.columns,
-                delimiter=item_spec.delimiter,
-                encoding=item_spec.encoding,
-                multiline=item_spec.multiline,
-                leading_space=item_spec.leading_space,
-                json_schema=item_spec.json_schema,
-            )
-            file_items.append(items_from_file(df, item_spec, name))
-        write_dataset(merge_items(event_items, file_items), lake, S.ITEMS, name)
-
-        users = spark.createDataFrame([], S.USERS_SCHEMA)
-        if conf.users is not None:
-            try:
-                user_files = find_files(raw_root, conf.users.files, "user profile")
-            except IntentError:  # profiles are optional
-                user_files = []
-                progress(f"{name}: no user profile file matches {', '.join(conf.users.files)}; skipped")
-            if user_files:
-                df = read_table_file(
-                    spark,
-                    user_files,
-                    fmt=conf.users.format,
-                    has_header=_has_header(
-                        user_files, conf.users.header, conf.users.columns, conf.users.key, conf.users.delimiter
-                    ),
-                    columns=conf.users.columns,
-                    delimiter=conf.users.delimiter,
-                    encoding=conf.users.encoding,
+        try:
+            if readable:
+                checked = read_checked_lines(spark, spec, readable, problems).persist(
+                    StorageLevel.MEMORY_AND_DISK
                 )
-                users = users_from_file(df, conf.users, name)
-        progress(f"{name}: writing users")
-        write_dataset(users, lake, S.USERS, name)
+                events = to_events(checked, spec, name)
+                rejects = to_rejects(checked, name).unionByName(file_rejects)
+            else:
+                events = spark.createDataFrame([], S.EVENTS_SCHEMA)
+                rejects = file_rejects
+            progress(f"{name}: parsing and writing events")
+            write_dataset(events, lake, S.EVENTS, name)
+            progress(f"{name}: writing rejects")
+            write_dataset(rejects, lake, S.REJECTS, name)
+            written = read_table(spark, lake, S.EVENTS, name)
+            progress(f"{name}: writing items")
+            catalogue = read_catalogue(spark, conf, raw_root, name, checked, written, progress)
+            write_dataset(catalogue, lake, S.ITEMS, name)
+            progress(f"{name}: writing users")
+            write_dataset(read_profiles(spark, conf, raw_root, name, progress), lake, S.USERS, name)
+            progress(f"{name}: reconciling raw rows with events and rejects")
+            manifest = file_manifest(
+                checked, written, read_table(spark, lake, S.REJECTS, name), name, event_files
+            )
+            write_dataset(manifest, lake, S.INGEST_FILES, name)
+        finally:
+            if checked is not None:
+                checked.unpersist()
 
-        progress(f"{name}: reconciling raw rows with events and rejects")
-        manifest = file_manifest(lines, read_table(spark, lake, S.EVENTS, name), read_table(spark, lake, S.REJECTS, name), name, event_files)
-        write_dataset(manifest, lake, S.INGEST_FILES, name)
-
-    totals = read_table(spark, lake, S.INGEST_FILES, name).agg(
-        F.count(F.lit(1)), F.sum("raw_rows"), F.sum("reject_rows")
-    ).first()
+    totals = read_table(spark, lake, S.INGEST_FILES, name).agg(F.count(F.lit(1)), F.sum("raw_rows")).first()
     return IngestSummary(
         dataset=name,
         files=int(totals[0]),
@@ -218,27 +266,33 @@ def ingest_source(
 
 
 def file_manifest(
-    lines: DataFrame | None, events: DataFrame, rejects: DataFrame, dataset: str, files: list[str]
+    checked: DataFrame | None, events: DataFrame, rejects: DataFrame, dataset: str, files: list[str]
 ) -> DataFrame:
     """One row per event file: raw data lines, lines that became events, and line rejects.
 
-    ``raw_rows`` is counted from the lines read, independently of the parse, so the invariant
+    ``raw_rows`` counts the data lines read, whatever became of them, so the invariant
     raw_rows = event_rows + reject_rows is a real check. A per-signal KuaiRand line counts once.
     """
     spark = events.sparkSession
     listed = spark.createDataFrame(
         [(to_uri(f), i) for i, f in enumerate(files)], f"{S.SOURCE_FILE} string, _order long"
     )
-    if lines is None:
+    if checked is None:
         raw = spark.createDataFrame([], f"{S.SOURCE_FILE} string, file_index long, raw_rows long")
     else:
-        raw = lines.groupBy(S.SOURCE_FILE, "file_index").agg(F.count(F.lit(1)).alias("raw_rows"))
-    event_rows = events.select(
-        F.shiftright(F.col(S.SEQ), S.FILE_SHIFT).alias("file_index"),
-        F.shiftright(F.col(S.SEQ), S.SUB_BITS).alias("_line_key"),
-    ).groupBy("file_index").agg(F.count_distinct("_line_key").alias("event_rows"))
-    reject_rows = rejects.where(F.col(S.LINE).isNotNull()).groupBy(S.SOURCE_FILE).agg(
-        F.count(F.lit(1)).alias("reject_rows")
+        raw = checked.groupBy(S.SOURCE_FILE, "file_index").agg(F.count(F.lit(1)).alias("raw_rows"))
+    event_rows = (
+        events.select(
+            F.shiftright(F.col(S.SEQ), S.FILE_SHIFT).alias("file_index"),
+            F.shiftright(F.col(S.SEQ), S.SUB_BITS).alias("_line_key"),
+        )
+        .groupBy("file_index")
+        .agg(F.count_distinct("_line_key").alias("event_rows"))
+    )
+    reject_rows = (
+        rejects.where(F.col(S.LINE).isNotNull())
+        .groupBy(S.SOURCE_FILE)
+        .agg(F.count(F.lit(1)).alias("reject_rows"))
     )
     return (
         listed.join(raw, S.SOURCE_FILE, "left")
@@ -262,7 +316,7 @@ def _has_header(files: list[str], header: str, columns: tuple[str, ...], key: st
     import pyarrow.fs as pafs
 
     path = files[0]
-    fs, local = (pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path))
+    fs, local = pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path)
     with fs.open_input_stream(local) as stream:
         first = stream.read(64 * 1024).split(b"\n", 1)[0].decode("utf-8", "replace")
     if columns:

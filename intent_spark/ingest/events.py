@@ -127,12 +127,20 @@ def check_rows(parsed: DataFrame, spec: EventsSpec) -> DataFrame:
     ]
     if spec.amount is not None:
         checks.append(
-            (~_blank(raw_field(spec.amount)) & F.col(TYPED_AMOUNT).isNull(), spec.amount, "non-numeric amount")
+            (
+                ~_blank(raw_field(spec.amount)) & F.col(TYPED_AMOUNT).isNull(),
+                spec.amount,
+                "non-numeric amount",
+            )
         )
     for name in (*spec.numeric, *spec.action.signals):
         value_text = raw_field(name)
         checks.append(
-            (~_blank(value_text) & F.trim(value_text).try_cast("double").isNull(), name, f"non-numeric {name}")
+            (
+                ~_blank(value_text) & F.trim(value_text).try_cast("double").isNull(),
+                name,
+                f"non-numeric {name}",
+            )
         )
     if spec.action.column is not None:
         checks.append((_blank(raw_field(spec.action.column)), spec.action.column, "missing action"))
@@ -141,9 +149,12 @@ def check_rows(parsed: DataFrame, spec: EventsSpec) -> DataFrame:
     for condition, field, text in reversed(checks):
         reason_col = F.when(condition, F.lit(text)).otherwise(reason_col)
         field_col = F.when(condition, F.lit(field)).otherwise(field_col)
-    return parsed.withColumn(TYPED_TS, typed_time(spec)).withColumn(
-        TYPED_AMOUNT, typed_amount(spec)
-    ).withColumn(REASON_CHECKED, reason_col).withColumn(FIELD_CHECKED, field_col)
+    return (
+        parsed.withColumn(TYPED_TS, typed_time(spec))
+        .withColumn(TYPED_AMOUNT, typed_amount(spec))
+        .withColumn(REASON_CHECKED, reason_col)
+        .withColumn(FIELD_CHECKED, field_col)
+    )
 
 
 def _time_reason(spec: EventsSpec) -> str:
@@ -182,11 +193,7 @@ def to_events(checked: DataFrame, spec: EventsSpec, dataset: str) -> DataFrame:
         if spec.attributes
         else F.lit(None).cast("map<string,string>")
     )
-    seq = (
-        F.shiftleft(F.col("file_index"), S.FILE_SHIFT)
-        + F.shiftleft(F.col(S.LINE), S.SUB_BITS)
-        + F.col(SUB)
-    )
+    seq = F.shiftleft(F.col("file_index"), S.FILE_SHIFT) + F.shiftleft(F.col(S.LINE), S.SUB_BITS) + F.col(SUB)
     return exploded.select(
         F.lit(dataset).alias(S.DATASET),
         F.trim(raw_field(spec.user)).alias(S.USER_ID),

@@ -60,9 +60,7 @@ def items_from_file(df: DataFrame, spec: ItemsSpec, dataset: str) -> DataFrame:
     ).where(F.col(S.ITEM_ID).isNotNull() & (F.col(S.ITEM_ID) != ""))
     # A key listed twice keeps its smallest row, so the result never depends on file order.
     best = F.min(F.struct(S.TITLE, S.CATEGORY, S.BRAND, S.TOKENS)).alias("_best")
-    return rows.groupBy(S.ITEM_ID).agg(best).select(
-        F.lit(dataset).alias(S.DATASET), S.ITEM_ID, "_best.*"
-    )
+    return rows.groupBy(S.ITEM_ID).agg(best).select(F.lit(dataset).alias(S.DATASET), S.ITEM_ID, "_best.*")
 
 
 def items_from_events(checked_events: DataFrame, spec: EventsSpec, dataset: str) -> DataFrame:
@@ -125,10 +123,12 @@ def users_from_file(df: DataFrame, spec: UsersSpec, dataset: str) -> DataFrame:
     rows = df.select(
         F.trim(F.col(f"`{spec.key}`").cast("string")).alias(S.USER_ID), attributes.alias("_a")
     ).where(F.col(S.USER_ID).isNotNull() & (F.col(S.USER_ID) != ""))
-    return rows.groupBy(S.USER_ID).agg(
-        F.min(F.to_json("_a")).alias("_json")
-    ).select(
-        F.lit(dataset).alias(S.DATASET),
-        S.USER_ID,
-        F.from_json("_json", "map<string,string>").alias(S.USER_ATTRIBUTES),
+    return (
+        rows.groupBy(S.USER_ID)
+        .agg(F.min(F.to_json("_a")).alias("_json"))
+        .select(
+            F.lit(dataset).alias(S.DATASET),
+            S.USER_ID,
+            F.from_json("_json", "map<string,string>").alias(S.USER_ATTRIBUTES),
+        )
     )
