@@ -7,7 +7,7 @@ DELTA_VERSION := 4.0.1
 DELTA_JARS := .jars/delta-spark_2.13-$(DELTA_VERSION).jar .jars/delta-storage-$(DELTA_VERSION).jar
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup demo test test-fast lint clean
+.PHONY: help setup demo test test-fast lint bench clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -38,6 +38,10 @@ test-fast: setup ## the tests not marked slow
 lint: setup ## ruff check and format check
 	$(VENV)/bin/ruff check intent_spark models jobs tests
 	$(VENV)/bin/ruff format --check intent_spark models jobs tests
+
+BENCH_EVENTS ?= 5000000
+bench: setup ## ingest throughput on generated REES46 data (BENCH_EVENTS=5000000); see BENCHMARKS.md
+	$(PY) bench/ingest_bench.py --dataset rees46 --events $(BENCH_EVENTS)
 
 clean: ## remove demo output and caches (keeps .venv and .jars)
 	rm -rf demo spark-warehouse .pytest_cache

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from intent_spark.generate import SOURCES, GeneratedRelease, generate_release, microlens, rees46
-from intent_spark.generate.world import build_catalogue, catalogue_rng, size_catalogue
+from intent_spark.generate.world import source_catalogue
 
 REAL_SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "real"
 SMALL = 2_000
@@ -274,9 +274,7 @@ def test_dirty_mode_adds_exactly_the_bad_rows(dataset: str, tmp_path: Path) -> N
 
 
 def test_successor_pattern_beats_popularity(microlens_pattern: pd.DataFrame) -> None:
-    catalogue = build_catalogue(
-        size_catalogue(PATTERN_SIZE, microlens.ITEMS_FACTOR), catalogue_rng("microlens", 3)
-    )
+    catalogue = source_catalogue("microlens", PATTERN_SIZE, 3, microlens.ITEMS_FACTOR)
     successor = catalogue.successor + 1  # MicroLens item ids are item index + 1
     items = microlens_pattern["item"].to_numpy()
     users = microlens_pattern["user"].to_numpy()
@@ -301,7 +299,7 @@ def test_rees46_views_follow_the_successor_pattern(tmp_path: Path) -> None:
     frame = pd.concat([pd.read_csv(path) for path in release.files])
     frame["ts"] = pd.to_datetime(frame["event_time"], format="%Y-%m-%d %H:%M:%S UTC")
     frame = frame.sort_values(["user_id", "ts"], kind="stable")
-    catalogue = build_catalogue(size_catalogue(PATTERN_SIZE, rees46.ITEMS_FACTOR), catalogue_rng("rees46", 4))
+    catalogue = source_catalogue("rees46", PATTERN_SIZE, 4, rees46.ITEMS_FACTOR)
     product_id = rees46.product_ids(catalogue.n_items, seed=4)
     item_of_product = pd.Series(np.arange(catalogue.n_items), index=product_id)
     item = item_of_product[frame["product_id"]].to_numpy()

@@ -18,20 +18,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from intent_spark.generate import GeneratedRelease
-from intent_spark.generate.output import EventLogFile, as_text, join_lines
+from intent_spark.generate.output import as_text, join_lines
+from intent_spark.generate.release import open_event_log, release_of
 from intent_spark.generate.world import (
     Activity,
     Catalogue,
     EventBlock,
     ScatteredIds,
     alnum_strings,
-    build_catalogue,
-    catalogue_rng,
     coin_words,
     iter_event_blocks,
-    progress_line,
     side_rng,
-    size_catalogue,
+    source_catalogue,
+    unix_ms,
 )
 
 DATASET = "amazon_hk"
@@ -50,8 +49,8 @@ REVIEW_KEYS = (
     "verified_purchase",
 )
 ACTIVITY = Activity(
-    start_ms=int(np.datetime64("2000-01-01T00:00:00", "ms").astype(np.int64)),
-    end_ms=int(np.datetime64("2023-09-15T00:00:00", "ms").astype(np.int64)),
+    start_ms=unix_ms("2000-01-01T00:00:00"),
+    end_ms=unix_ms("2023-09-15T00:00:00"),
     mean_events_per_user=3.0,
     max_events_per_user=2_000,
     session_continue=0.3,
@@ -262,7 +261,7 @@ def generate(
     progress: Callable[[str], None] | None,
 ) -> GeneratedRelease:
     """Write the reviews (streamed, grouped by user) and the metadata of every item."""
-    catalogue = build_catalogue(size_catalogue(events, ITEMS_FACTOR), catalogue_rng(DATASET, seed))
+    catalogue = source_catalogue(DATASET, events, seed, ITEMS_FACTOR)
     item_rng = side_rng(DATASET, seed, 1)
     index = np.arange(catalogue.n_items)
     parent_asin = asin_strings(ScatteredIds.draw(0, ASIN_HALF_RANGE, item_rng)(index))
@@ -289,27 +288,15 @@ def generate(
             )
         )
     )
-    reviews = EventLogFile(
-        out_dir / REVIEWS_FILE,
-        None,
-        side_rng(DATASET, seed, 3),
-        make_bad_lines if dirty else None,
-        fallback,
-    )
     rating_sum = np.zeros(catalogue.n_items)
     rating_count = np.zeros(catalogue.n_items, dtype=np.int64)
-    written = 0
-    try:
-        for block in iter_event_blocks(DATASET, catalogue, ACTIVITY, events, seed):
+    bad_lines = make_bad_lines if dirty else None
+    with open_event_log(DATASET, seed, out_dir / REVIEWS_FILE, None, bad_lines, fallback) as reviews:
+        for block in iter_event_blocks(DATASET, catalogue, ACTIVITY, events, seed, progress=progress):
             lines, rating = review_lines(block, catalogue, quality, parent_asin, variant_asin, titles, texts)
             reviews.write(lines)
             rating_sum += np.bincount(block.item, weights=rating, minlength=catalogue.n_items)
             rating_count += np.bincount(block.item, minlength=catalogue.n_items)
-            written += block.n_events
-            if progress is not None:
-                progress(progress_line(DATASET, written, events))
-    finally:
-        reviews.close()
     write_meta(
         out_dir / META_FILE,
         catalogue,
@@ -319,10 +306,4 @@ def generate(
         quality,
         side_rng(DATASET, seed, 2),
     )
-    return GeneratedRelease(
-        dataset=DATASET,
-        root=out_dir,
-        files=(reviews.path, out_dir / META_FILE),
-        event_rows={REVIEWS_FILE: reviews.rows},
-        bad_rows={REVIEWS_FILE: reviews.bad_rows},
-    )
+    return release_of(DATASET, out_dir, (reviews.path, out_dir / META_FILE), [reviews])

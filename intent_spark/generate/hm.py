@@ -18,17 +18,16 @@ import pyarrow as pa
 
 from intent_spark.generate import GeneratedRelease
 from intent_spark.generate.output import EventLogFile, as_text, csv_bad_lines, join_lines
+from intent_spark.generate.release import open_event_log, release_of
 from intent_spark.generate.world import (
     Activity,
     Catalogue,
     EventBlock,
-    build_catalogue,
-    catalogue_rng,
     hex_strings,
     iter_event_blocks,
-    progress_line,
     side_rng,
-    size_catalogue,
+    source_catalogue,
+    unix_ms,
 )
 
 DATASET = "hm"
@@ -65,8 +64,8 @@ ARTICLES_COLUMNS = (
     "detail_desc",
 )
 ACTIVITY = Activity(
-    start_ms=int(np.datetime64("2018-09-20T00:00:00", "ms").astype(np.int64)),
-    end_ms=int(np.datetime64("2020-09-23T00:00:00", "ms").astype(np.int64)),
+    start_ms=unix_ms("2018-09-20T00:00:00"),
+    end_ms=unix_ms("2020-09-23T00:00:00"),
     mean_events_per_user=23.0,
     max_events_per_user=5_000,
     session_continue=0.7,
@@ -359,39 +358,25 @@ def generate(
     progress: Callable[[str], None] | None,
 ) -> GeneratedRelease:
     """Write transactions (streamed), customers (streamed alongside) and articles."""
-    catalogue = build_catalogue(size_catalogue(events, ITEMS_FACTOR), catalogue_rng(DATASET, seed))
+    catalogue = source_catalogue(DATASET, events, seed, ITEMS_FACTOR)
     product_code, article_id = article_ids(catalogue, side_rng(DATASET, seed, 1))
     article_text = pa.array([f"{a:010d}" for a in article_id.tolist()])
     full_price, sale_price = item_prices(catalogue, side_rng(DATASET, seed, 2))
     fallback = f"2018-09-20,{'0' * 64},{article_text[0]},{full_price[0]},2"
-    transactions = EventLogFile(
-        out_dir / TRANSACTIONS_FILE,
-        TRANSACTIONS_HEADER,
-        side_rng(DATASET, seed, 3),
-        make_bad_lines if dirty else None,
-        fallback,
-    )
-    customers = EventLogFile(out_dir / CUSTOMERS_FILE, CUSTOMERS_HEADER, side_rng(DATASET, seed, 4))
-    written = 0
-    try:
-        for block in iter_event_blocks(DATASET, catalogue, ACTIVITY, events, seed):
+    bad_lines = make_bad_lines if dirty else None
+    with (
+        open_event_log(
+            DATASET, seed, out_dir / TRANSACTIONS_FILE, TRANSACTIONS_HEADER, bad_lines, fallback
+        ) as transactions,
+        EventLogFile(out_dir / CUSTOMERS_FILE, CUSTOMERS_HEADER, side_rng(DATASET, seed, 4)) as customers,
+    ):
+        for block in iter_event_blocks(DATASET, catalogue, ACTIVITY, events, seed, progress=progress):
             n_idle = max(1, block.n_users // 20)
             customer_ids = hex_strings(block.rng, block.n_users + n_idle, 64)
             transactions.write(
                 transaction_lines(block, customer_ids[: block.n_users], article_text, full_price, sale_price)
             )
             customers.write(customer_lines(customer_ids, block.rng))
-            written += block.n_events
-            if progress is not None:
-                progress(progress_line(DATASET, written, events))
-    finally:
-        transactions.close()
-        customers.close()
     write_articles(out_dir / ARTICLES_FILE, catalogue, product_code, article_id, side_rng(DATASET, seed, 5))
-    return GeneratedRelease(
-        dataset=DATASET,
-        root=out_dir,
-        files=(transactions.path, out_dir / ARTICLES_FILE, customers.path),
-        event_rows={TRANSACTIONS_FILE: transactions.rows},
-        bad_rows={TRANSACTIONS_FILE: transactions.bad_rows},
-    )
+    files = (transactions.path, out_dir / ARTICLES_FILE, customers.path)
+    return release_of(DATASET, out_dir, files, [transactions])

@@ -18,18 +18,17 @@ import numpy as np
 import pyarrow as pa
 
 from intent_spark.generate import GeneratedRelease
-from intent_spark.generate.output import EventLogFile, as_text, csv_bad_lines, join_lines
+from intent_spark.generate.output import as_text, csv_bad_lines, join_lines
+from intent_spark.generate.release import open_event_logs, release_of
 from intent_spark.generate.world import (
     Activity,
     Catalogue,
     EventBlock,
-    build_catalogue,
     capped_user_count,
-    catalogue_rng,
     iter_event_blocks,
-    progress_line,
     side_rng,
-    size_catalogue,
+    source_catalogue,
+    unix_ms,
 )
 
 DATASET = "kuairand"
@@ -85,8 +84,8 @@ BEIJING_MS = 8 * 3_600_000
 LATE_PERIOD_START = 20220422
 RANDOM_SHARE = 0.05
 ACTIVITY = Activity(
-    start_ms=int(np.datetime64("2022-04-08T00:00:00", "ms").astype(np.int64)) - BEIJING_MS,
-    end_ms=int(np.datetime64("2022-05-09T00:00:00", "ms").astype(np.int64)) - BEIJING_MS,
+    start_ms=unix_ms("2022-04-08T00:00:00") - BEIJING_MS,
+    end_ms=unix_ms("2022-05-09T00:00:00") - BEIJING_MS,
     mean_events_per_user=40.0,
     max_events_per_user=2_000_000,
     session_continue=0.95,
@@ -232,6 +231,11 @@ def write_video_features(
             )
 
 
+def bucket_label(lower_bounds: tuple[int, ...], labels: tuple[str, ...], value: int | np.integer) -> str:
+    """The release's range label of a count: the label of the last bucket starting at or below it."""
+    return labels[int(np.searchsorted(lower_bounds, value, "right")) - 1]
+
+
 def write_user_features(path: Path, user_counts: np.ndarray, rng: np.random.Generator) -> None:
     """One row per user: activity degree from the user's own event count, social ranges."""
     n_users = user_counts.shape[0]
@@ -251,7 +255,6 @@ def write_user_features(path: Path, user_counts: np.ndarray, rng: np.random.Gene
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(USER_FEATURES_COLUMNS)
         for user in range(n_users):
-            register_range = np.searchsorted(REGISTER_BINS, register[user], "right") - 1
             writer.writerow(
                 (
                     user,
@@ -260,13 +263,13 @@ def write_user_features(path: Path, user_counts: np.ndarray, rng: np.random.Gene
                     int(rng.random() < 0.05),
                     int(rng.random() < 0.3),
                     int(follow[user]),
-                    FOLLOW_RANGES[int(np.searchsorted(FOLLOW_BINS, follow[user], "right")) - 1],
+                    bucket_label(FOLLOW_BINS, FOLLOW_RANGES, follow[user]),
                     int(fans[user]),
-                    FANS_RANGES[int(np.searchsorted(FANS_BINS, fans[user], "right")) - 1],
+                    bucket_label(FANS_BINS, FANS_RANGES, fans[user]),
                     int(friends[user]),
-                    FRIEND_RANGES[int(np.searchsorted(FRIEND_BINS, friends[user], "right")) - 1],
+                    bucket_label(FRIEND_BINS, FRIEND_RANGES, friends[user]),
                     int(register[user]),
-                    REGISTER_RANGES[int(register_range)],
+                    bucket_label(REGISTER_BINS, REGISTER_RANGES, register[user]),
                     *("" if onehot_missing[user, k] else int(onehot[user, k]) for k in range(18)),
                 )
             )
@@ -292,7 +295,7 @@ def generate(
 ) -> GeneratedRelease:
     """Write the five logs (streamed, by user then time), user and video features."""
     activity = activity_for(events)
-    catalogue = build_catalogue(size_catalogue(events, ITEMS_FACTOR), catalogue_rng(DATASET, seed))
+    catalogue = source_catalogue(DATASET, events, seed, ITEMS_FACTOR)
     item_rng = side_rng(DATASET, seed, 1)
     video_id = item_rng.permutation(catalogue.n_items)
     duration_ms = np.clip(np.exp(item_rng.normal(9.8, 0.8, catalogue.n_items)), 2_000, 600_000)
@@ -301,21 +304,11 @@ def generate(
     part_two_first_user = (n_users + 1) // 2
     folder = out_dir / DATA_FOLDER
     fallback = f"0,{video_id[0]},20220408,800,{ACTIVITY.start_ms},0,0,0,0,0,0,0,1,1,0,0,0,0,1"
-    names = (*STANDARD_EARLY, *STANDARD_LATE, RANDOM_LOG)
-    logs = [
-        EventLogFile(
-            folder / name,
-            LOG_HEADER,
-            side_rng(DATASET, seed, 3),
-            make_bad_lines if dirty and name == STANDARD_EARLY[0] else None,
-            fallback,
-        )
-        for name in names
-    ]
+    log_paths = [folder / name for name in (*STANDARD_EARLY, *STANDARD_LATE, RANDOM_LOG)]
+    bad_lines = make_bad_lines if dirty else None
     user_counts: list[np.ndarray] = []
-    written = 0
-    try:
-        for block in iter_event_blocks(DATASET, catalogue, activity, events, seed):
+    with open_event_logs(DATASET, seed, log_paths, LOG_HEADER, bad_lines, fallback) as logs:
+        for block in iter_event_blocks(DATASET, catalogue, activity, events, seed, progress=progress):
             date, hourmin = beijing_date_and_hour(block.time_ms)
             late = date >= LATE_PERIOD_START
             is_rand = late & (block.rng.random(block.n_events) < RANDOM_SHARE * 2)
@@ -347,20 +340,8 @@ def generate(
             for log, mask in zip(logs, masks, strict=True):
                 log.write(lines.filter(pa.array(mask)))
             user_counts.append(block.user_counts)
-            written += block.n_events
-            if progress is not None:
-                progress(progress_line(DATASET, written, events))
-    finally:
-        for log in logs:
-            log.close()
     user_path = folder / USER_FEATURES_FILE
     video_path = folder / VIDEO_FEATURES_FILE
     write_user_features(user_path, np.concatenate(user_counts), side_rng(DATASET, seed, 4))
     write_video_features(video_path, catalogue, video_id, duration_ms, side_rng(DATASET, seed, 5))
-    return GeneratedRelease(
-        dataset=DATASET,
-        root=out_dir,
-        files=(*(log.path for log in logs), user_path, video_path),
-        event_rows={log.path.name: log.rows for log in logs},
-        bad_rows={log.path.name: log.bad_rows for log in logs},
-    )
+    return release_of(DATASET, out_dir, (*log_paths, user_path, video_path), logs)

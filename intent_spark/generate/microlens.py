@@ -14,16 +14,15 @@ from pathlib import Path
 import numpy as np
 
 from intent_spark.generate import GeneratedRelease
-from intent_spark.generate.output import EventLogFile, as_text, csv_bad_lines, join_lines
+from intent_spark.generate.output import as_text, csv_bad_lines, join_lines
+from intent_spark.generate.release import open_event_log, release_of
 from intent_spark.generate.world import (
     Activity,
     Catalogue,
-    build_catalogue,
-    catalogue_rng,
     iter_event_blocks,
-    progress_line,
     side_rng,
-    size_catalogue,
+    source_catalogue,
+    unix_ms,
 )
 
 DATASET = "microlens"
@@ -32,8 +31,8 @@ TITLES_FILE = "MicroLens-1M_titles.csv"
 PAIRS_HEADER = "user,item,timestamp"
 TITLES_HEADER = "item,title"
 ACTIVITY = Activity(
-    start_ms=int(np.datetime64("2022-06-01T00:00:00", "ms").astype(np.int64)),
-    end_ms=int(np.datetime64("2023-06-01T00:00:00", "ms").astype(np.int64)),
+    start_ms=unix_ms("2022-06-01T00:00:00"),
+    end_ms=unix_ms("2023-06-01T00:00:00"),
     mean_events_per_user=9.0,
     max_events_per_user=5_000,
     session_continue=0.6,
@@ -94,30 +93,13 @@ def generate(
     progress: Callable[[str], None] | None,
 ) -> GeneratedRelease:
     """Write the pairs (streamed, grouped by user in time order) and the titles."""
-    catalogue = build_catalogue(size_catalogue(events, ITEMS_FACTOR), catalogue_rng(DATASET, seed))
-    pairs = EventLogFile(
-        out_dir / PAIRS_FILE,
-        PAIRS_HEADER,
-        side_rng(DATASET, seed, 3),
-        make_bad_lines if dirty else None,
-        f"1,1,{ACTIVITY.start_ms}",
-    )
-    written = 0
-    try:
-        for block in iter_event_blocks(DATASET, catalogue, ACTIVITY, events, seed):
+    catalogue = source_catalogue(DATASET, events, seed, ITEMS_FACTOR)
+    bad_lines = make_bad_lines if dirty else None
+    fallback = f"1,1,{ACTIVITY.start_ms}"
+    with open_event_log(DATASET, seed, out_dir / PAIRS_FILE, PAIRS_HEADER, bad_lines, fallback) as pairs:
+        for block in iter_event_blocks(DATASET, catalogue, ACTIVITY, events, seed, progress=progress):
             pairs.write(
                 join_lines([as_text(block.user + 1), as_text(block.item + 1), as_text(block.time_ms)])
             )
-            written += block.n_events
-            if progress is not None:
-                progress(progress_line(DATASET, written, events))
-    finally:
-        pairs.close()
     write_titles(out_dir / TITLES_FILE, catalogue, side_rng(DATASET, seed, 1))
-    return GeneratedRelease(
-        dataset=DATASET,
-        root=out_dir,
-        files=(pairs.path, out_dir / TITLES_FILE),
-        event_rows={PAIRS_FILE: pairs.rows},
-        bad_rows={PAIRS_FILE: pairs.bad_rows},
-    )
+    return release_of(DATASET, out_dir, (pairs.path, out_dir / TITLES_FILE), [pairs])

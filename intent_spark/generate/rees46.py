@@ -16,18 +16,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from intent_spark.generate import GeneratedRelease
-from intent_spark.generate.output import EventLogFile, as_text, csv_bad_lines, join_lines
+from intent_spark.generate.output import as_text, csv_bad_lines, join_lines
+from intent_spark.generate.release import open_event_logs, release_of
 from intent_spark.generate.world import (
     Activity,
     Catalogue,
     ScatteredIds,
-    build_catalogue,
-    catalogue_rng,
     coin_words,
     iter_event_blocks,
-    progress_line,
     side_rng,
-    size_catalogue,
+    source_catalogue,
+    unix_ms,
     uuid_strings,
 )
 
@@ -44,8 +43,8 @@ MONTH_FILES = (
 )
 FIRST_MONTH = np.datetime64("2019-10", "M")
 ACTIVITY = Activity(
-    start_ms=int(np.datetime64("2019-10-01T00:00:00", "ms").astype(np.int64)),
-    end_ms=int(np.datetime64("2020-05-01T00:00:00", "ms").astype(np.int64)),
+    start_ms=unix_ms("2019-10-01T00:00:00"),
+    end_ms=unix_ms("2020-05-01T00:00:00"),
     mean_events_per_user=27.0,
     max_events_per_user=20_000,
     session_continue=0.8,
@@ -143,7 +142,7 @@ def generate(
     progress: Callable[[str], None] | None,
 ) -> GeneratedRelease:
     """Write the seven monthly files; each event goes to the file of its month."""
-    catalogue = build_catalogue(size_catalogue(events, ITEMS_FACTOR), catalogue_rng(DATASET, seed))
+    catalogue = source_catalogue(DATASET, events, seed, ITEMS_FACTOR)
     items = item_columns(catalogue, product_ids(catalogue.n_items, seed), side_rng(DATASET, seed, 1))
     user_ids = ScatteredIds.draw(500_000_000, USER_IDS_MODULUS, side_rng(DATASET, seed, 2))
     fallback = (
@@ -151,19 +150,10 @@ def generate(
         f"{items['price'][0]},{user_ids(np.zeros(1, dtype=np.int64))[0]},"
         "00000000-0000-4000-8000-000000000000"
     )
-    files = [
-        EventLogFile(
-            out_dir / name,
-            HEADER,
-            side_rng(DATASET, seed, 3),
-            make_bad_lines if dirty and month == 0 else None,
-            fallback,
-        )
-        for month, name in enumerate(MONTH_FILES)
-    ]
-    written = 0
-    try:
-        for block in iter_event_blocks(DATASET, catalogue, ACTIVITY, events, seed):
+    paths = [out_dir / name for name in MONTH_FILES]
+    bad_lines = make_bad_lines if dirty else None
+    with open_event_logs(DATASET, seed, paths, HEADER, bad_lines, fallback) as logs:
+        for block in iter_event_blocks(DATASET, catalogue, ACTIVITY, events, seed, progress=progress):
             order = np.argsort(block.time_ms, kind="stable")
             seconds = block.time_ms[order] // 1000
             item = block.item[order]
@@ -187,18 +177,6 @@ def generate(
             )
             month = (seconds.astype("datetime64[s]").astype("datetime64[M]") - FIRST_MONTH).astype(np.int64)
             bounds = np.searchsorted(month, np.arange(len(MONTH_FILES) + 1))
-            for index, log in enumerate(files):
+            for index, log in enumerate(logs):
                 log.write(lines.slice(bounds[index], bounds[index + 1] - bounds[index]))
-            written += block.n_events
-            if progress is not None:
-                progress(progress_line(DATASET, written, events))
-    finally:
-        for log in files:
-            log.close()
-    return GeneratedRelease(
-        dataset=DATASET,
-        root=out_dir,
-        files=tuple(log.path for log in files),
-        event_rows={log.path.name: log.rows for log in files},
-        bad_rows={log.path.name: log.bad_rows for log in files},
-    )
+    return release_of(DATASET, out_dir, paths, logs)

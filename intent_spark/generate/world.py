@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,6 +89,11 @@ def coin_words(rng: np.random.Generator, count: int) -> list[str]:
 def size_catalogue(events: int, items_factor: float) -> int:
     """Items grow sub-linearly with events, as in the real releases."""
     return max(40, round(items_factor * events**0.7))
+
+
+def unix_ms(moment: str) -> int:
+    """Unix milliseconds of an ISO date-time read as UTC: how every source states its time range."""
+    return int(np.datetime64(moment, "ms").astype(np.int64))
 
 
 @dataclass(frozen=True)
@@ -440,20 +445,35 @@ def iter_event_blocks(
     events: int,
     seed: int,
     block_events: int = BLOCK_EVENTS,
+    progress: Callable[[str], None] | None = None,
 ) -> Iterator[EventBlock]:
-    """Stream a source's events block by block; same seed and size give the same blocks."""
+    """Stream a source's events block by block; same seed and size give the same blocks.
+
+    With `progress`, a `progress_line` is reported once the caller has handled each block
+    (when it asks for the next one), so every generator reports progress the same way.
+    """
     code = source_code(dataset)
     count_rng = np.random.default_rng([seed, code, 1])
     first_user = 0
+    done = 0
     for block_number, counts in enumerate(plan_user_blocks(events, activity, count_rng, block_events)):
         block_rng = np.random.default_rng([seed, code, 2, block_number])
-        yield simulate_block(catalogue, activity, counts, first_user, block_rng)
+        block = simulate_block(catalogue, activity, counts, first_user, block_rng)
+        yield block
         first_user += int(counts.shape[0])
+        done += block.n_events
+        if progress is not None:
+            progress(progress_line(dataset, done, events))
 
 
 def catalogue_rng(dataset: str, seed: int) -> np.random.Generator:
     """The random stream of a source's catalogue (shared with tests that need the successors)."""
     return np.random.default_rng([seed, source_code(dataset), 0])
+
+
+def source_catalogue(dataset: str, events: int, seed: int, items_factor: float) -> Catalogue:
+    """A source's catalogue at a given size; tests rebuild it the same way to find successors."""
+    return build_catalogue(size_catalogue(events, items_factor), catalogue_rng(dataset, seed))
 
 
 def side_rng(dataset: str, seed: int, purpose: int) -> np.random.Generator:
