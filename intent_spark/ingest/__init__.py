@@ -16,7 +16,7 @@ from intent_spark.config import EventsSpec, SourceConf
 from intent_spark.errors import IntentError
 from intent_spark.ingest.events import (
     REASON_CHECKED,
-    _pad_id,
+    pad_id,
     check_rows,
     drop_header_lines,
     parse_lines,
@@ -131,7 +131,7 @@ def read_catalogue(
     if checked is not None and (spec.item_fields or spec.item_tokens):
         good = checked.where(F.col(REASON_CHECKED).isNull()).withColumns(
             {
-                S.ITEM_ID: _pad_id(raw_field(spec.item), spec.id_pad),
+                S.ITEM_ID: pad_id(raw_field(spec.item), spec.id_pad),
                 S.SEQ: F.shiftleft(F.col("file_index"), S.FILE_SHIFT)
                 + F.shiftleft(F.col(S.LINE), S.SUB_BITS),
             }

@@ -20,6 +20,7 @@ PARSED = "_parsed"
 REASON_CHECKED = "_reason"
 FIELD_CHECKED = "_field"
 SUB = "_sub"
+VERDICT = "_verdict"
 TYPED_TS = "_ts"
 TYPED_AMOUNT = "_amount"
 
@@ -144,16 +145,18 @@ def check_rows(parsed: DataFrame, spec: EventsSpec) -> DataFrame:
         )
     if spec.action.column is not None:
         checks.append((_blank(raw_field(spec.action.column)), spec.action.column, "missing action"))
-    reason_col: Column = F.lit(None).cast("string")
-    field_col: Column = F.lit(None).cast("string")
-    for condition, field, text in reversed(checks):
-        reason_col = F.when(condition, F.lit(text)).otherwise(reason_col)
-        field_col = F.when(condition, F.lit(field)).otherwise(field_col)
+    verdict: Column | None = None  # CASE WHEN over the checks: the first that fails wins
+    for condition, field, text in checks:
+        outcome = F.struct(F.lit(text).alias("reason"), F.lit(field).cast("string").alias("field"))
+        verdict = F.when(condition, outcome) if verdict is None else verdict.when(condition, outcome)
+    assert verdict is not None
     return (
         parsed.withColumn(TYPED_TS, typed_time(spec))
         .withColumn(TYPED_AMOUNT, typed_amount(spec))
-        .withColumn(REASON_CHECKED, reason_col)
-        .withColumn(FIELD_CHECKED, field_col)
+        .withColumn(VERDICT, verdict)
+        .withColumn(REASON_CHECKED, F.col(VERDICT).getField("reason"))
+        .withColumn(FIELD_CHECKED, F.col(VERDICT).getField("field"))
+        .drop(VERDICT)
     )
 
 
@@ -177,7 +180,8 @@ def _event_types(spec: EventsSpec) -> Column:
     return F.array(F.coalesce(*set_types, F.lit(action.no_signal)))
 
 
-def _pad_id(c: Column, width: int) -> Column:
+def pad_id(c: Column, width: int) -> Column:
+    """Trim an id and left-pad an all-digit one with zeros to ``width`` (0: no padding)."""
     c = F.trim(c)
     if width <= 0:
         return c
@@ -197,7 +201,7 @@ def to_events(checked: DataFrame, spec: EventsSpec, dataset: str) -> DataFrame:
     return exploded.select(
         F.lit(dataset).alias(S.DATASET),
         F.trim(raw_field(spec.user)).alias(S.USER_ID),
-        _pad_id(raw_field(spec.item), spec.id_pad).alias(S.ITEM_ID),
+        pad_id(raw_field(spec.item), spec.id_pad).alias(S.ITEM_ID),
         F.col(TYPED_TS).alias(S.TS),
         seq.cast("long").alias(S.SEQ),
         F.col(S.EVENT_TYPE),

@@ -7,7 +7,7 @@ from pyspark.sql import functions as F
 
 from intent_spark import schema as S
 from intent_spark.config import EventsSpec, ItemsSpec, UsersSpec
-from intent_spark.ingest.events import _pad_id, raw_field
+from intent_spark.ingest.events import pad_id, raw_field
 from intent_spark.ingest.tokens import combine_tokens, field_token, list_tokens, word_tokens
 
 
@@ -52,7 +52,7 @@ def items_from_file(df: DataFrame, spec: ItemsSpec, dataset: str) -> DataFrame:
     parts += [list_tokens(f, F.col(f"`{f}`"), sep) for f, sep in spec.list_tokens.items()]
     parts += [word_tokens(F.col(f"`{f}`").cast("string")) for f in spec.text_tokens]
     rows = df.select(
-        _pad_id(F.col(f"`{spec.key}`").cast("string"), spec.id_pad).alias(S.ITEM_ID),
+        pad_id(F.col(f"`{spec.key}`").cast("string"), spec.id_pad).alias(S.ITEM_ID),
         col_or_null(spec.title).alias(S.TITLE),
         col_or_null(spec.category).alias(S.CATEGORY),
         col_or_null(spec.brand).alias(S.BRAND),
