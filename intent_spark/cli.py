@@ -12,12 +12,10 @@ from intent_spark.errors import IntentError
 from intent_spark.progress import reporter
 
 LATER_STAGES = {
-    "split": "splits, holdout and targets",
     "train": "a model logged to MLflow",
     "score": "the ranks table",
     "evaluate": "the metrics table",
     "report": "tables and figures",
-    "verify": "leakage checks and checksums",
 }
 
 
@@ -69,6 +67,53 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     )
     if summary.rejects:
         report(f"{summary.dataset}: rejected rows with reasons are in {args.lake}/rejects")
+    return 0
+
+
+def cmd_split(args: argparse.Namespace) -> int:
+    from intent_spark.session import build_session
+    from intent_spark.split_report import write_split_report
+    from intent_spark.splitting import load_split_conf, run_split
+
+    overrides = {
+        key: value
+        for key, value in (
+            ("seed", args.seed),
+            ("holdout_fraction", args.holdout_fraction),
+            ("manual_cutoff", args.cutoff),
+            ("manual_val_cutoff", args.val_cutoff),
+        )
+        if value is not None
+    }
+    conf = load_split_conf(args.conf or CONF_DIR / "split.yaml", args.dataset, overrides)
+    report = reporter("split")
+    spark = build_session("intent-split", _spark_overrides(args))
+    run_split(spark, args.lake, args.dataset, conf, progress=report)
+    out = write_split_report(spark, args.lake, args.dataset, Path(args.out) if args.out else None)
+    report(f"{args.dataset}: split report in {out}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from intent_spark.session import build_session
+    from intent_spark.verify import lake_datasets, verify_dataset
+
+    report = reporter("verify")
+    spark = build_session("intent-verify", _spark_overrides(args))
+    datasets = [args.dataset] if args.dataset else lake_datasets(spark, args.lake)
+    failed = []
+    for dataset in datasets:
+        for result in verify_dataset(spark, args.lake, dataset):
+            status = "ok  " if result.ok else "FAIL"
+            line = f"{status} {dataset} {result.split} {result.name}"
+            if not result.ok:
+                line += f": {result.violations} violation(s), {result.detail}"
+                failed.append(f"{dataset}/{result.split}/{result.name}")
+            report(line)
+    if failed:
+        print(f"intent verify: failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    report(f"all checks passed for {', '.join(datasets)}")
     return 0
 
 
@@ -137,6 +182,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--lake")
     _add_spark_flags(run)
     run.set_defaults(func=cmd_run)
+
+    split = commands.add_parser("split", help="events -> holdout, splits, targets (+ split report)")
+    split.add_argument("--dataset", required=True)
+    split.add_argument("--lake", required=True)
+    split.add_argument("--conf", help="split conf (default conf/split.yaml)")
+    split.add_argument("--seed", type=int)
+    split.add_argument("--holdout-fraction", type=float)
+    split.add_argument("--cutoff", help="fix the test cutoff by hand (YYYY-MM-DD); reported as manual")
+    split.add_argument("--val-cutoff", help="fix the validation cutoff by hand (YYYY-MM-DD)")
+    split.add_argument("--out", help="folder for the split report (default LAKE/reports/split)")
+    _add_spark_flags(split)
+    split.set_defaults(func=cmd_split)
+
+    verify = commands.add_parser("verify", help="leakage checks and checksums; exit 1 on any failure")
+    verify.add_argument("--lake", required=True)
+    verify.add_argument("--dataset", help="one dataset (default: every split dataset in the lake)")
+    _add_spark_flags(verify)
+    verify.set_defaults(func=cmd_verify)
 
     for name, writes in LATER_STAGES.items():
         later = commands.add_parser(name, help=f"writes {writes} (not yet available)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pyspark.sql.types import (
     ArrayType,
+    BooleanType,
     DoubleType,
     LongType,
     MapType,
@@ -110,3 +111,110 @@ TABLE_SCHEMAS = {
     REJECTS: REJECTS_SCHEMA,
     INGEST_FILES: INGEST_FILES_SCHEMA,
 }
+
+# --- split stage (SPEC 3 and 8) ---
+SPLITS = "splits"
+HOLDOUT = "holdout"
+TARGETS = "targets"
+SPLIT_CANDIDATES = "split_candidates"
+SPLIT_COUNTS = "split_counts"
+CHECKSUMS = "checksums"
+
+SPLIT = "split"
+CELL = "cell"
+IS_NEW = "is_new"
+CUTOFF = "cutoff"
+PERIOD = "period"
+TEST = "test"
+VAL = "val"
+PAST = "past"
+FUTURE = "future"
+
+CELLS = (
+    "known_past",
+    "known_future_seen",
+    "known_future_new",
+    "new_past_seen",
+    "new_past_new",
+    "new_future_seen",
+    "new_future_new",
+)
+
+SPLITS_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(SPLIT, StringType(), False),
+        StructField(CUTOFF, TimestampType(), False),
+        StructField("granularity", StringType(), False),
+        StructField("train_share", DoubleType(), False),
+        StructField("admissible", ArrayType(TimestampType(), True), False),
+        StructField("rule", StringType(), False),
+        StructField("horizon_days", DoubleType(), False),
+        StructField("holdout_fraction", DoubleType(), False),
+        StructField("seed", LongType(), False),
+    ]
+)
+
+HOLDOUT_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(SPLIT, StringType(), False),
+        StructField(USER_ID, StringType(), False),
+        StructField(IS_NEW, BooleanType(), False),
+    ]
+)
+
+TARGETS_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(SPLIT, StringType(), False),
+        StructField(CELL, StringType(), False),
+        StructField(USER_ID, StringType(), False),
+        StructField(ITEM_ID, StringType(), False),
+        StructField(TS, TimestampType(), False),
+        StructField(SEQ, LongType(), False),
+    ]
+)
+
+SPLIT_CANDIDATES_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(SPLIT, StringType(), False),
+        StructField("candidate", TimestampType(), False),
+        StructField("events_before", LongType(), False),
+        StructField("train_share", DoubleType(), False),
+        StructField("admissible", BooleanType(), False),
+        StructField("chosen", BooleanType(), False),
+    ]
+)
+
+SPLIT_COUNTS_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(SPLIT, StringType(), False),
+        StructField(CELL, StringType(), False),
+        StructField("n_users", LongType(), False),
+        StructField("n_targets", LongType(), False),
+        StructField("below_floor", BooleanType(), False),
+    ]
+)
+
+CHECKSUMS_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField("table", StringType(), False),
+        StructField("rows", LongType(), False),
+        StructField("checksum", StringType(), False),
+    ]
+)
+
+TABLE_SCHEMAS.update(
+    {
+        SPLITS: SPLITS_SCHEMA,
+        HOLDOUT: HOLDOUT_SCHEMA,
+        TARGETS: TARGETS_SCHEMA,
+        SPLIT_CANDIDATES: SPLIT_CANDIDATES_SCHEMA,
+        SPLIT_COUNTS: SPLIT_COUNTS_SCHEMA,
+        CHECKSUMS: CHECKSUMS_SCHEMA,
+    }
+)

@@ -16,9 +16,9 @@ from intent_spark.config import EventsSpec, SourceConf
 from intent_spark.errors import IntentError
 from intent_spark.ingest.events import (
     REASON_CHECKED,
-    pad_id,
     check_rows,
     drop_header_lines,
+    pad_id,
     parse_lines,
     raw_field,
     raw_field_names,
@@ -208,7 +208,7 @@ def ingest_source(
 ) -> IngestSummary:
     """Read one source's raw files and replace its partition of every canonical table.
 
-    The parsed lines are persisted once (memory, spilling to disk) because four outputs read
+    The parsed lines are persisted once on local disk (not the heap) because four outputs read
     them: events, rejects, the catalogue and the per-file counts.
     """
     name = dataset or conf.name
@@ -226,9 +226,7 @@ def ingest_source(
     with spark_conf(spark, INGEST_SQL_CONF):
         try:
             if readable:
-                checked = read_checked_lines(spark, spec, readable, problems).persist(
-                    StorageLevel.MEMORY_AND_DISK
-                )
+                checked = read_checked_lines(spark, spec, readable, problems).persist(StorageLevel.DISK_ONLY)
                 events = to_events(checked, spec, name)
                 rejects = to_rejects(checked, name).unionByName(file_rejects)
             else:

@@ -1,0 +1,208 @@
+"""The split engine on a hand-computed fixture, plus the rule's edge cases.
+
+The fixture: 12 users over Jan-May 2024, seed 4. With that seed the hash holds out u01 and u06
+(test) and u11 (validation); everything else below was worked out by hand from the event list.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from pyspark.sql import functions as F
+
+from intent_spark import schema as S
+from intent_spark.cutoff import Bucket, CutoffRule, NoAdmissibleCutoff, choose_cutoff, choose_granularity
+from intent_spark.io import read_table, write_dataset
+from intent_spark.splitting import SplitConf, run_split
+from intent_spark.verify import verify_dataset
+
+# user, "MM-DD", item  (all at 12:00 UTC in 2024; seq follows this order)
+FIXTURE = """
+u02 01-05 a; u02 01-06 b; u02 01-07 c; u02 02-03 a; u02 03-03 d; u02 04-05 z
+u03 01-05 a; u03 01-06 a; u03 01-07 b; u03 02-03 b; u03 05-03 a
+u04 01-08 b; u04 01-09 c; u04 01-10 d; u04 02-04 a
+u05 01-08 c; u05 01-09 c; u05 01-10 a; u05 05-04 e
+u07 01-11 a; u07 01-12 b; u07 01-13 c; u07 02-05 d
+u08 01-11 d; u08 01-12 a; u08 02-06 b
+u09 01-14 a; u09 01-15 b; u09 02-07 c
+u10 01-16 c; u10 03-04 a
+u11 01-17 a; u11 01-18 b; u11 01-19 c
+u12 01-20 d; u12 03-05 b
+u01 01-10 a; u01 01-20 q
+u06 02-10 c; u06 05-10 y
+"""
+
+
+def _fixture_rows() -> list[tuple]:
+    rows = []
+    for seq, entry in enumerate(e.strip() for e in FIXTURE.replace("\n", ";").split(";") if e.strip()):
+        user, day, item = entry.split()
+        month, dom = map(int, day.split("-"))
+        rows.append(("toy", user, item, datetime(2024, month, dom, 12), seq + 1, "view", None, None))
+    return rows
+
+
+def _at(month: int, day: int) -> datetime:
+    return datetime(2024, month, day, 12)
+
+
+@pytest.fixture(scope="module")
+def toy_lake(spark, tmp_path_factory):
+    lake = str(tmp_path_factory.mktemp("lake_toy"))
+    events = spark.createDataFrame(_fixture_rows(), S.EVENTS_SCHEMA).repartition(3)  # partition-proof
+    write_dataset(events, lake, S.EVENTS, "toy")
+    outcomes = run_split(spark, lake, "toy", SplitConf(seed=4))
+    return lake, outcomes
+
+
+def _targets(spark, lake, split):
+    rows = read_table(spark, lake, S.TARGETS, "toy").where(F.col(S.SPLIT) == split).collect()
+    return {(r.cell, r.user_id, r.ts, r.item_id) for r in rows}
+
+
+def test_holdout_cutoffs_and_candidates(spark, toy_lake):
+    lake, (test, val) = toy_lake
+    new_users = {
+        (r.split, r.user_id)
+        for r in read_table(spark, lake, S.HOLDOUT, "toy").where(F.col(S.IS_NEW)).collect()
+    }
+    assert new_users == {("test", "u01"), ("test", "u06"), ("val", "u11")}
+    # Test: 40 events, 36 of known users. Month boundaries Feb..May give shares
+    # 24/40, 30/40, 33/40, 34/40; admissible Mar, Apr, May; lower median Apr 1.
+    assert [round(c.share, 4) for c in test.choice.candidates] == [0.6, 0.75, 0.825, 0.85]
+    assert test.choice.cutoff == datetime(2024, 4, 1)
+    assert (test.choice.granularity, test.choice.rule) == ("month", "rule")
+    # Validation: 33 training events of 10 users spanning Jan 5 - Mar 5 (60 days): day
+    # boundaries. Known-to-validation events (u11 held out) before Feb 6, 7, 8..Mar 3, Mar 4
+    # are 25, 26, 27, 28 of 33: 28 admissible days, the lower median is the 14th, Feb 19.
+    assert val.choice.granularity == "day"
+    assert val.choice.admissible[0] == datetime(2024, 2, 6)
+    assert val.choice.admissible[-1] == datetime(2024, 3, 4)
+    assert len(val.choice.admissible) == 28
+    assert val.choice.cutoff == datetime(2024, 2, 19)
+    assert val.choice.share == pytest.approx(27 / 33)
+    splits = {r.split: r for r in read_table(spark, lake, S.SPLITS, "toy").collect()}
+    assert splits["test"].horizon_days == pytest.approx(39.5)  # May 10 12:00 - Apr 1
+    assert splits["val"].horizon_days == pytest.approx(15.5)  # Mar 5 12:00 - Feb 19
+
+
+def test_test_split_targets_by_hand(spark, toy_lake):
+    lake, _ = toy_lake
+    targets = _targets(spark, lake, "test")
+    future_and_new = {t for t in targets if t[0] != "known_past"}
+    assert future_and_new == {
+        ("known_future_new", "u02", _at(4, 5), "z"),
+        ("known_future_seen", "u03", _at(5, 3), "a"),
+        ("known_future_new", "u05", _at(5, 4), "e"),
+        ("new_past_new", "u01", _at(1, 20), "q"),  # u01's first event (Jan 10) is never a target
+        ("new_future_new", "u06", _at(5, 10), "y"),  # y never occurs in training
+    }
+    known_past = {(t[1], t[2]) for t in targets if t[0] == "known_past"}
+    # 33 known events before Apr 1 minus each of the 10 known users' first event.
+    assert len(known_past) == 23
+    assert ("u02", _at(1, 5)) not in known_past and ("u02", _at(1, 6)) in known_past
+    assert ("u10", _at(3, 4)) in known_past and ("u10", _at(1, 16)) not in known_past
+
+
+def test_validation_twin_targets_by_hand(spark, toy_lake):
+    lake, _ = toy_lake
+    targets = _targets(spark, lake, "val")
+    assert {t for t in targets if t[0] != "known_past"} == {
+        ("known_future_seen", "u02", _at(3, 3), "d"),
+        ("known_future_seen", "u10", _at(3, 4), "a"),
+        ("known_future_seen", "u12", _at(3, 5), "b"),
+        ("new_past_seen", "u11", _at(1, 18), "b"),
+        ("new_past_seen", "u11", _at(1, 19), "c"),
+    }
+    assert sum(t[0] == "known_past" for t in targets) == 18  # 27 events of 9 users, minus 9 firsts
+    assert all(t[2] < datetime(2024, 4, 1) for t in targets)
+
+
+def test_counts_and_verify_pass(spark, toy_lake):
+    lake, _ = toy_lake
+    counts = {
+        (r.split, r.cell): (r.n_users, r.n_targets, r.below_floor)
+        for r in read_table(spark, lake, S.SPLIT_COUNTS, "toy").collect()
+    }
+    assert counts[("test", "known_past")] == (10, 23, True)
+    assert counts[("test", "known_future_new")] == (2, 2, True)
+    assert counts[("val", "new_past_seen")] == (1, 2, True)
+    failed = [r for r in verify_dataset(spark, lake, "toy") if not r.ok]
+    assert failed == []
+
+
+def test_verify_catches_a_corrupted_target(spark, toy_lake, tmp_path):
+    lake, _ = toy_lake
+    import shutil
+
+    copy = str(tmp_path / "lake")
+    shutil.copytree(lake, copy)
+    targets = read_table(spark, copy, S.TARGETS, "toy")
+    leaked = targets.where((F.col(S.SPLIT) == "test") & (F.col(S.CELL) == "known_future_seen")).withColumn(
+        S.CELL, F.lit("known_past")
+    )
+    kept = targets.where(~((F.col(S.SPLIT) == "test") & (F.col(S.CELL) == "known_future_seen")))
+    write_dataset(kept.unionByName(leaked).localCheckpoint(), copy, S.TARGETS, "toy")
+    failed = {r.name for r in verify_dataset(spark, copy, "toy") if not r.ok}
+    assert {"target_cell_consistent", "counts_reconcile", "checksum_targets"} <= failed
+
+
+def test_no_admissible_candidate_lists_every_share():
+    # 100 events: Jan 90 (70 known), Feb 5 (4), Mar 5 (5). Shares at Feb 1 and Mar 1 are 70/100
+    # and 74/100, both below the band.
+    buckets = [
+        Bucket(datetime(2024, 1, 1), 90, 70),
+        Bucket(datetime(2024, 2, 1), 5, 4),
+        Bucket(datetime(2024, 3, 1), 5, 5),
+    ]
+    with pytest.raises(NoAdmissibleCutoff) as error:
+        choose_cutoff(buckets, "month", CutoffRule(), dataset="x", split="test")
+    assert str(error.value) == (
+        "x test: no month boundary has a train share in [0.75, 0.85]; candidates: 2024-02-01 0.700; "
+        "2024-03-01 0.740. Fix the cutoff by hand in the conf."
+    )
+    manual = choose_cutoff(
+        buckets,
+        "month",
+        CutoffRule(),
+        dataset="x",
+        split="test",
+        manual=datetime(2024, 1, 20),
+        manual_share=0.5,
+    )
+    assert (manual.cutoff, manual.rule) == (datetime(2024, 1, 20), "manual")
+
+
+def test_granularity_switches_at_62_days():
+    rule = CutoffRule()
+    assert choose_granularity(datetime(2024, 1, 1), datetime(2024, 3, 3), rule) == "day"  # 62 days
+    assert choose_granularity(datetime(2024, 1, 1), datetime(2024, 3, 3, 0, 0, 1), rule) == "month"
+
+
+def test_tied_timestamps_follow_seq(spark, tmp_path):
+    """H&M-style dates: three purchases on one day; the first by seq is the user's first event."""
+    lake = str(tmp_path / "lake")
+    day = datetime(2020, 1, 10)
+    rows = [
+        ("ties", "c1", item, day, seq, "purchase", None, None)
+        for item, seq in (("x", 30), ("y", 10), ("w", 20))
+    ]
+    rows += [
+        ("ties", f"k{i}", "x", datetime(2020, m, 5), 100 + i * 10 + m, "purchase", None, None)
+        for i in range(30)
+        for m in (1, 2, 3, 4, 5)
+    ]
+    write_dataset(spark.createDataFrame(rows, S.EVENTS_SCHEMA), lake, S.EVENTS, "ties")
+    run_split(
+        spark,
+        lake,
+        "ties",
+        SplitConf(seed=0, manual_cutoff=datetime(2020, 5, 1), manual_val_cutoff=datetime(2020, 3, 1)),
+    )
+    c1 = read_table(spark, lake, S.TARGETS, "ties").where(
+        (F.col(S.USER_ID) == "c1") & (F.col(S.SPLIT) == "test")
+    )
+    # Whether c1 is known (known_past: sampled, all users are) or new (new_past_*), its targets
+    # are the two purchases after seq 10, the first of the day by seq.
+    assert sorted((r.seq, r.item_id) for r in c1.collect()) == [(20, "w"), (30, "x")]
