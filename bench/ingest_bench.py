@@ -11,44 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import psutil
+from measure import PeakMemory
 
 from intent_spark.config import load_source
 from intent_spark.generate import generate_release
 from intent_spark.ingest import ingest_source
 from intent_spark.session import build_session
-
-
-class PeakMemory:
-    """Largest resident set of this process tree seen while running."""
-
-    def __init__(self, interval: float = 0.2) -> None:
-        self.interval = interval
-        self.peak_driver = 0
-        self.peak_python = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        me = psutil.Process()
-        while not self._stop.is_set():
-            children = me.children(recursive=True)
-            self.peak_python = max(self.peak_python, me.memory_info().rss)
-            jvm = sum(c.memory_info().rss for c in children if "java" in c.name())
-            self.peak_driver = max(self.peak_driver, jvm)
-            time.sleep(self.interval)
-
-    def __enter__(self) -> PeakMemory:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def main() -> None:
@@ -62,9 +34,10 @@ def main() -> None:
     raw, lake = work / "raw", str(work / "lake")
 
     started = time.monotonic()
-    release = generate_release(args.dataset, raw, args.events, seed=1)
+    if not raw.is_dir():  # reuse a release generated earlier in the same workdir
+        generate_release(args.dataset, raw, args.events, seed=1)
     generate_s = time.monotonic() - started
-    raw_bytes = sum(f.stat().st_size for f in release.files)
+    raw_bytes = sum(f.stat().st_size for f in raw.rglob("*") if f.is_file())
 
     spark = build_session("intent-bench", {"spark.driver.memory": args.driver_memory})
     with PeakMemory() as memory:

@@ -118,18 +118,24 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Generate (synthetic sources) and ingest every dataset of a run conf."""
+    """Generate (synthetic sources), ingest, split and verify every dataset of a run conf."""
     from intent_spark.generate import generate_release
     from intent_spark.ingest import ingest_source
     from intent_spark.session import build_session
+    from intent_spark.split_report import write_split_report
+    from intent_spark.splitting import load_split_conf, run_split
+    from intent_spark.verify import verify_dataset
 
     run = load_yaml(Path(args.conf))
     base = Path(run.get("workdir", "demo"))
     lake = str(args.lake or run.get("lake", base / "lake"))
+    split_conf_path = run.get("split_conf", CONF_DIR / "split.yaml")
     report = reporter("run")
     spark = build_session("intent-run", _spark_overrides(args))
+    names = []
     for entry in run.get("datasets", []):
         name = entry["name"]
+        names.append(name)
         raw = entry.get("raw")
         if raw is None:
             raw_dir = base / "raw" / name
@@ -144,8 +150,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         conf = load_source(entry.get("conf", entry.get("source", name)))
         summary = ingest_source(spark, conf, str(raw), lake, dataset=name, progress=report)
         report(f"{name}: {summary.events:,} events, {summary.rejects:,} rejects, {summary.items:,} items")
-    missing = ", ".join(LATER_STAGES)
-    report(f"done: lake at {lake}; stages not yet available: {missing}")
+        run_split(spark, lake, name, load_split_conf(split_conf_path, name), progress=report)
+        folder = write_split_report(spark, lake, name)
+    failed = []
+    for name in names:
+        failed += [f"{name}/{r.split}/{r.name}" for r in verify_dataset(spark, lake, name) if not r.ok]
+    if failed:
+        print(f"intent run: verify failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    report(f"verify: every leakage check and checksum passed for {', '.join(names)}")
+    report(f"done: lake at {lake}; split reports in {folder if names else '-'}")
+    report(f"stages not yet available: {', '.join(LATER_STAGES)}")
     return 0
 
 

@@ -49,10 +49,10 @@ def check_split(
     """
     name = split[S.SPLIT]
     cutoff = split[S.CUTOFF]
-    results: list[CheckResult] = []
+    pending: list[tuple[str, DataFrame, str]] = []
 
     def record(check: str, violating: DataFrame, detail: str) -> None:
-        results.append(CheckResult(dataset, name, check, violating.count(), detail))
+        pending.append((check, violating, detail))
 
     recomputed = holdout.withColumn(
         "_expected",
@@ -129,7 +129,19 @@ def check_split(
         ~F.col("n_users").eqNullSafe(F.col("_users")) | ~F.col("n_targets").eqNullSafe(F.col("_targets"))
     )
     record("counts_reconcile", reconciled, "split_counts differ from the targets table")
-    return results
+    return count_violations(dataset, name, pending)
+
+
+def count_violations(
+    dataset: str, split: str, pending: list[tuple[str, DataFrame, str]]
+) -> list[CheckResult]:
+    """Count every check's violating rows in one Spark job (a union of tagged rows)."""
+    tagged = [violating.select(F.lit(check).alias("check")) for check, violating, _ in pending]
+    union = tagged[0]
+    for frame in tagged[1:]:
+        union = union.unionByName(frame)
+    counts = {r.check: r["count"] for r in union.groupBy("check").count().collect()}
+    return [CheckResult(dataset, split, check, counts.get(check, 0), detail) for check, _, detail in pending]
 
 
 def verify_dataset(spark: SparkSession, lake: str, dataset: str) -> list[CheckResult]:

@@ -35,6 +35,25 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session.stop()
 
 
+GENERATED_EVENTS = 4000
+
+
+@pytest.fixture(scope="session")
+def generated_lake(spark, tmp_path_factory):
+    """All five sources generated (with injected bad rows) and ingested once per test run."""
+    from intent_spark.config import load_source
+    from intent_spark.generate import SOURCES, generate_release
+    from intent_spark.ingest import ingest_source
+
+    lake = str(tmp_path_factory.mktemp("lake_generated"))
+    releases, summaries = {}, {}
+    for name in SOURCES:
+        raw = tmp_path_factory.mktemp(f"raw_{name}")
+        releases[name] = generate_release(name, raw, GENERATED_EVENTS, seed=7, dirty=True)
+        summaries[name] = ingest_source(spark, load_source(name), str(raw), lake)
+    return lake, releases, summaries
+
+
 @pytest.fixture
 def lake(tmp_path: Path) -> str:
     return str(tmp_path / "lake")
