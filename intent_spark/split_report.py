@@ -21,10 +21,13 @@ def split_summary(spark: SparkSession, lake: str, dataset: str) -> dict[str, Any
     holdout = read_table(spark, lake, S.HOLDOUT, dataset)
     targets = read_table(spark, lake, S.TARGETS, dataset)
     summary: dict[str, Any] = {"dataset": dataset, "splits": {}}
-    for row in read_table(spark, lake, S.SPLITS, dataset).orderBy(S.SPLIT).collect():
-        name = row[S.SPLIT]
+    rows = {r[S.SPLIT]: r for r in read_table(spark, lake, S.SPLITS, dataset).collect()}
+    for name in (S.TEST, S.VAL):
+        row = rows[name]
         split_holdout = holdout.where(F.col(S.SPLIT) == name)
-        labelled = label_events(events, split_holdout, row[S.CUTOFF])
+        # The validation split lives inside the test split's training period.
+        population = events if name == S.TEST else events.where(F.col(S.TS) < F.lit(rows[S.TEST][S.CUTOFF]))
+        labelled = label_events(population, split_holdout, row[S.CUTOFF])
         training = training_events(labelled)
         history = (
             training.groupBy(S.USER_ID)

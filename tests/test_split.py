@@ -206,3 +206,26 @@ def test_tied_timestamps_follow_seq(spark, tmp_path):
     # Whether c1 is known (known_past: sampled, all users are) or new (new_past_*), its targets
     # are the two purchases after seq 10, the first of the day by seq.
     assert sorted((r.seq, r.item_id) for r in c1.collect()) == [(20, "w"), (30, "x")]
+
+
+def test_split_report_files_and_contents(spark, toy_lake, tmp_path):
+    import json
+
+    from intent_spark.split_report import write_split_report
+
+    lake, _ = toy_lake
+    folder = write_split_report(spark, lake, "toy", tmp_path / "report")
+    summary = json.loads((folder / "toy.json").read_text())
+    test, val = summary["splits"]["test"], summary["splits"]["val"]
+    assert (test["cutoff"], test["rule"], val["granularity"]) == ("2024-04-01T00:00:00", "rule", "day")
+    # 10 training users with 33 events: mean 3.3; counts sorted 2,2,3,3,3,3,4,4,4,5 -> median 3.
+    assert (test["training_users"], test["history_mean"], test["history_median"]) == (10, 3.3, 3.0)
+    assert test["cells"]["known_future_new"] == {"users": 2, "targets": 2, "below_floor": True}
+    assert test["cells"]["new_past_seen"] == {"users": 0, "targets": 0, "below_floor": True}
+    # Evaluation targets (not known_past): items z, a, e, q, y -> only a is seen (1 of 5).
+    assert test["target_items_seen_in_training"] == pytest.approx(0.2)
+    # The validation histogram stops at the test cutoff: Jan, Feb and Mar days only.
+    assert max(h["start"] for h in val["histogram"]) < "2024-04-01"
+    assert sum(h["events"] for h in val["histogram"]) == 33
+    assert (folder / "toy_test_histogram.png").stat().st_size > 10_000
+    assert "| known_future_new | 2 | 2 | yes |" in (folder / "toy.md").read_text()
