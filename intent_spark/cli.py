@@ -26,7 +26,8 @@ def _spark_overrides(args: argparse.Namespace) -> dict[str, str]:
         profile = Path(args.spark_profile)
         if not profile.suffix:
             profile = CONF_DIR / "spark" / f"{args.spark_profile}.yaml"
-        settings.update({k: str(v) for k, v in load_yaml(profile).items()})
+        for key, value in load_yaml(profile).items():  # YAML booleans become Spark's "true"/"false"
+            settings[key] = str(value).lower() if isinstance(value, bool) else str(value)
     for pair in getattr(args, "spark_conf", None) or []:
         if "=" not in pair:
             raise IntentError(f"--spark-conf {pair!r}: expected key=value")

@@ -9,6 +9,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark import schema as S
+from intent_spark.errors import IntentError
 
 
 def table_path(lake: str, table: str) -> str:
@@ -33,7 +34,13 @@ def write_dataset(df: DataFrame, lake: str, table: str, dataset: str) -> None:
 
 
 def read_table(spark: SparkSession, lake: str, table: str, dataset: str | None = None) -> DataFrame:
-    df = spark.read.format("delta").load(table_path(lake, table))
+    """A lake table (one dataset's partition when ``dataset`` is given); a one-line error if absent."""
+    from delta.tables import DeltaTable
+
+    path = table_path(lake, table)
+    if not DeltaTable.isDeltaTable(spark, path):
+        raise IntentError(f"{path}: no such table in the lake (run the stage that writes {table} first)")
+    df = spark.read.format("delta").load(path)
     return df if dataset is None else df.where(F.col(S.DATASET) == dataset)
 
 

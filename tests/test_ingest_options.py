@@ -153,8 +153,8 @@ def test_cli_unknown_dataset_and_later_stage(tmp_path, capsys):
         "intent ingest: error: unknown dataset 'nope'; built-in: amazon_benchmark_csv, amazon_benchmark_split, "
         "amazon_hk, hm, kuairand, microlens, movielens_100k, movielens_recbole_100k, rees46, yelp_reviews"
     )
-    assert main(["split", "--dataset", "rees46", "--lake", str(tmp_path)]) == 2
-    assert "not yet available" in capsys.readouterr().err
+    assert main(["train", "--dataset", "rees46", "--model", "sasrec", "--lake", str(tmp_path)]) == 2
+    assert "intent train: not yet available" in capsys.readouterr().err
 
 
 def test_cli_generate_writes_release(tmp_path, capsys):
@@ -165,3 +165,12 @@ def test_cli_generate_writes_release(tmp_path, capsys):
     assert (tmp_path / "2019-Oct.csv").exists()
     assert "500 event rows" in capsys.readouterr().err
     assert main(["generate", "--dataset", "nope", "--events", "500", "--out", str(tmp_path)]) == 2
+
+
+def test_split_on_an_empty_lake_is_one_line_error(spark, tmp_path, capsys):
+    assert main(["split", "--dataset", "rees46", "--lake", str(tmp_path / "lake")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"intent split: error: {tmp_path / 'lake'}/events: no such table in the lake "
+        "(run the stage that writes events first)"
+    ]
