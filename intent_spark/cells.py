@@ -18,8 +18,12 @@ def label_events(events: DataFrame, holdout: DataFrame, cutoff: datetime) -> Dat
     ``holdout`` (one row per user of the population) decides who is in the population: events
     of users it does not list are dropped.
     """
-    users = holdout.select(S.USER_ID, S.IS_NEW)
-    return events.join(users, S.USER_ID).withColumn(
+    return with_period(events.join(holdout.select(S.USER_ID, S.IS_NEW), S.USER_ID), cutoff)
+
+
+def with_period(flagged: DataFrame, cutoff: datetime) -> DataFrame:
+    """Add ``period``: 'past' before the cutoff, 'future' at or after it."""
+    return flagged.withColumn(
         S.PERIOD, F.when(F.col(S.TS) < F.lit(cutoff), F.lit(S.PAST)).otherwise(F.lit(S.FUTURE))
     )
 

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark import schema as S
-from intent_spark.cells import label_events, seen_items, training_events
+from intent_spark.cells import seen_items, training_events, with_period
 from intent_spark.checksum import table_checksum
 from intent_spark.config import ConfError, from_mapping, load_yaml
 from intent_spark.cutoff import (
@@ -28,7 +28,7 @@ from intent_spark.cutoff import (
     collect_buckets,
     time_span,
 )
-from intent_spark.holdout import assign_holdout, sample_users
+from intent_spark.holdout import assign_holdout, is_held_out, sample_users
 from intent_spark.io import read_table, write_dataset
 from intent_spark.targets import select_targets
 
@@ -101,7 +101,9 @@ def split_population(
     holdout = assign_holdout(
         population, fraction=conf.holdout_fraction, seed=conf.seed, dataset=dataset, split=split
     )
-    flagged = population.join(holdout.select(S.USER_ID, S.IS_NEW), S.USER_ID)
+    # is_new is a function of the user id alone, so events are flagged without a join.
+    held_out = is_held_out(F.col(S.USER_ID), conf.holdout_fraction, conf.seed, dataset, split)
+    flagged = population.withColumn(S.IS_NEW, held_out)
     first, last = time_span(population)
     granularity = choose_granularity(first, last, conf.rule)
     choice = choose_cutoff(
@@ -113,7 +115,7 @@ def split_population(
         manual=manual,
         manual_share=_manual_share(flagged, manual) if manual is not None else None,
     )
-    labelled = label_events(population, holdout, choice.cutoff)
+    labelled = with_period(flagged, choice.cutoff)
     known_users = holdout.where(~F.col(S.IS_NEW))
     targets = select_targets(
         labelled,
