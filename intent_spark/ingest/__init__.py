@@ -25,7 +25,7 @@ from intent_spark.ingest.events import (
     to_events,
     to_rejects,
 )
-from intent_spark.ingest.files import check_gzip, find_files, to_uri
+from intent_spark.ingest.files import check_gzip, filesystem, find_files, to_uri
 from intent_spark.ingest.lines import read_numbered_lines, read_numbered_parquet_rows
 from intent_spark.ingest.metadata import (
     items_from_events,
@@ -64,11 +64,9 @@ class IngestSummary:
 
 def inspect_files(files: list[str], check_gzip_files: bool) -> list[FileProblem]:
     """Empty files, and gzip files whose stream stops early, as file-level problems."""
-    import pyarrow.fs as pafs
-
     problems = []
     for path in files:
-        fs, local = pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path)
+        fs, local = filesystem(path)
         if fs.get_file_info(local).size == 0:
             problems.append(FileProblem(path, "empty file"))
             continue
@@ -308,10 +306,7 @@ def _has_header(files: list[str], header: str, columns: tuple[str, ...], key: st
     """Resolve ``header: auto`` by reading the first line of the first file."""
     if header != "auto":
         return header == "true"
-    import pyarrow.fs as pafs
-
-    path = files[0]
-    fs, local = pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path)
+    fs, local = filesystem(files[0])
     with fs.open_input_stream(local) as stream:
         first = stream.read(64 * 1024).split(b"\n", 1)[0].decode("utf-8", "replace")
     if columns:

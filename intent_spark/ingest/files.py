@@ -23,7 +23,8 @@ class GzipCheck:
     error: str = ""
 
 
-def _filesystem(root: str) -> tuple[pafs.FileSystem, str]:
+def filesystem(root: str) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem of a path or URI, and the path within it."""
     if "://" in root:
         return pafs.FileSystem.from_uri(root)
     return pafs.LocalFileSystem(), root
@@ -41,7 +42,7 @@ def find_files(root: str, patterns: tuple[str, ...], what: str) -> list[str]:
 
     Raises IntentError with a one-line reason when the folder is missing or nothing matches.
     """
-    fs, base = _filesystem(root)
+    fs, base = filesystem(root)
     info = fs.get_file_info(base)
     if info.type == pafs.FileType.NotFound:
         raise IntentError(f"{root}: source folder not found")
@@ -67,7 +68,7 @@ def check_gzip(path: str) -> GzipCheck:
     Spark (with ignoreCorruptFiles) silently keeps what it could read of a truncated gzip;
     this check is what turns the lost remainder into a reject row instead of a silent drop.
     """
-    fs, local = _filesystem(path)
+    fs, local = filesystem(path)
     lines = 0
     decomp = zlib.decompressobj(wbits=31)
     in_member = False  # bytes of a gzip member were fed and its end marker not yet seen
