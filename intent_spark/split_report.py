@@ -21,6 +21,7 @@ def split_summary(spark: SparkSession, lake: str, dataset: str) -> dict[str, Any
     holdout = read_table(spark, lake, S.HOLDOUT, dataset)
     targets = read_table(spark, lake, S.TARGETS, dataset)
     summary: dict[str, Any] = {"dataset": dataset, "splits": {}}
+    # Every collect below reads a small table: a row per split, cell, candidate or month/day.
     rows = {r[S.SPLIT]: r for r in read_table(spark, lake, S.SPLITS, dataset).collect()}
     for name in (S.TEST, S.VAL):
         row = rows[name]

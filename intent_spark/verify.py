@@ -140,6 +140,7 @@ def count_violations(
     union = tagged[0]
     for frame in tagged[1:]:
         union = union.unionByName(frame)
+    # One row per failed check name, not per violating row.
     counts = {r.check: r["count"] for r in union.groupBy("check").count().collect()}
     return [CheckResult(dataset, split, check, counts.get(check, 0), detail) for check, _, detail in pending]
 
@@ -147,6 +148,7 @@ def count_violations(
 def verify_dataset(spark: SparkSession, lake: str, dataset: str) -> list[CheckResult]:
     """Every check of every split of a dataset, then the checksum manifest."""
     events = read_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+    # The splits table has two rows per dataset (test, val).
     splits = {r[S.SPLIT]: r.asDict() for r in read_table(spark, lake, S.SPLITS, dataset).collect()}
     holdout = read_table(spark, lake, S.HOLDOUT, dataset)
     targets = read_table(spark, lake, S.TARGETS, dataset)
@@ -174,6 +176,7 @@ def verify_dataset(spark: SparkSession, lake: str, dataset: str) -> list[CheckRe
         test_holdout.where(~F.col(S.IS_NEW)).select(S.USER_ID), S.USER_ID
     )
     results += check_split(dataset, splits[S.VAL], val_population, val_holdout, targets, counts)
+    # One row per checksummed table.
     stored = {r.table: (r.rows, r.checksum) for r in read_table(spark, lake, S.CHECKSUMS, dataset).collect()}
     for table, value in compute_checksums(spark, lake, dataset).items():
         differs = stored.get(table) != value
@@ -184,5 +187,5 @@ def verify_dataset(spark: SparkSession, lake: str, dataset: str) -> list[CheckRe
 
 def lake_datasets(spark: SparkSession, lake: str) -> list[str]:
     """Datasets that have a splits table partition (a per-dataset list, not events)."""
-    rows = read_table(spark, lake, S.SPLITS).select(S.DATASET).distinct().collect()
+    rows = read_table(spark, lake, S.SPLITS).select(S.DATASET).distinct().collect()  # one per dataset
     return sorted(r[S.DATASET] for r in rows)
