@@ -16,19 +16,21 @@ def table_path(lake: str, table: str) -> str:
     return f"{lake.rstrip('/')}/{table}"
 
 
-def write_dataset(df: DataFrame, lake: str, table: str, dataset: str) -> None:
+def write_dataset(df: DataFrame, lake: str, table: str, dataset: str, **partition: str) -> None:
     """Replace one dataset's partition of a table in a single Delta transaction.
 
-    Other datasets' rows are untouched, and a failed write leaves the previous version intact.
+    ``partition`` narrows the replaced part further (``model="sasrec"`` on ``ranks``). Other
+    rows are untouched, and a failed write leaves the previous version intact.
     """
     schema = S.TABLE_SCHEMAS.get(table)
     if schema is not None:
         df = df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+    replaced = " AND ".join(f"{column} = '{value}'" for column, value in {S.DATASET: dataset, **partition}.items())
     (
         df.write.format("delta")
         .mode("overwrite")
-        .option("replaceWhere", f"{S.DATASET} = '{dataset}'")
-        .partitionBy(S.DATASET)
+        .option("replaceWhere", replaced)
+        .partitionBy(*S.TABLE_PARTITIONS.get(table, (S.DATASET,)))
         .save(table_path(lake, table))
     )
 

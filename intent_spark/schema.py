@@ -9,6 +9,7 @@ from pyspark.sql.types import (
     ArrayType,
     BooleanType,
     DoubleType,
+    IntegerType,
     LongType,
     MapType,
     StringType,
@@ -218,3 +219,97 @@ TABLE_SCHEMAS.update(
         CHECKSUMS: CHECKSUMS_SCHEMA,
     }
 )
+
+# --- model inputs and ranks (SPEC 4, 5 and 8) ---
+CATALOGUE = "catalogue"
+TRAIN_SEQUENCES = "train_sequences"
+SCORE_EVENTS = "score_events"
+MODEL_INPUTS = "model_inputs"
+RANKS = "ranks"
+
+MODEL = "model"
+RANK = "rank"
+ITEM_INDEX = "item_index"
+SEEN = "seen"
+TRAIN_COUNT = "train_count"
+TOKEN_IDS = "token_ids"
+POSITION = "position"
+IS_TARGET = "is_target"
+CHUNK = "chunk"
+ITEMS_COLUMN = "items"
+LAST_TS = "last_ts"
+
+# Item indices are dense per (dataset, split): 1..S the training items, S+1..N the rest, 0 padding.
+CATALOGUE_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(SPLIT, StringType(), False),
+        StructField(ITEM_ID, StringType(), False),
+        StructField(ITEM_INDEX, IntegerType(), False),
+        StructField(SEEN, BooleanType(), False),
+        StructField(TRAIN_COUNT, LongType(), False),
+        StructField(TOKEN_IDS, ArrayType(IntegerType(), True), False),
+    ]
+)
+
+# One row per chunk of context + 1 consecutive training events of a user, left-padded with 0.
+TRAIN_SEQUENCES_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(SPLIT, StringType(), False),
+        StructField(USER_ID, StringType(), False),
+        StructField(CHUNK, IntegerType(), False),
+        StructField(ITEMS_COLUMN, ArrayType(IntegerType(), True), False),
+        StructField(LAST_TS, TimestampType(), False),
+    ]
+)
+
+# Every event of a user with a target, up to the user's last target, in (ts, seq) order.
+SCORE_EVENTS_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(SPLIT, StringType(), False),
+        StructField(USER_ID, StringType(), False),
+        StructField(POSITION, IntegerType(), False),
+        StructField(ITEM_INDEX, IntegerType(), False),
+        StructField(SEQ, LongType(), False),
+        StructField(IS_TARGET, BooleanType(), False),
+    ]
+)
+
+MODEL_INPUTS_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField("stamp", StringType(), False),
+    ]
+)
+
+RANKS_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(SPLIT, StringType(), False),
+        StructField(CELL, StringType(), False),
+        StructField(MODEL, StringType(), False),
+        StructField(USER_ID, StringType(), False),
+        StructField(SEQ, LongType(), False),
+        StructField(RANK, DoubleType(), False),
+    ]
+)
+
+TABLE_SCHEMAS.update(
+    {
+        CATALOGUE: CATALOGUE_SCHEMA,
+        TRAIN_SEQUENCES: TRAIN_SEQUENCES_SCHEMA,
+        SCORE_EVENTS: SCORE_EVENTS_SCHEMA,
+        MODEL_INPUTS: MODEL_INPUTS_SCHEMA,
+        RANKS: RANKS_SCHEMA,
+    }
+)
+
+# Partition columns besides the dataset: model inputs are read one split at a time by Petastorm.
+TABLE_PARTITIONS = {
+    CATALOGUE: (DATASET, SPLIT),
+    TRAIN_SEQUENCES: (DATASET, SPLIT),
+    SCORE_EVENTS: (DATASET, SPLIT),
+    RANKS: (DATASET, MODEL),
+}

@@ -1,0 +1,297 @@
+"""The train and score stages: model inputs from Delta, models through Petastorm, ranks to Delta.
+
+``train`` builds the model inputs (once per split version), fits the model of each split (test
+and its validation twin) and logs both to one MLflow run with their conf and cutoffs. ``score``
+loads them back from that run, ranks the full catalogue for every target and writes ``ranks``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from intent_spark import schema as S
+from intent_spark.config import CONF_DIR, ConfError, from_mapping, load_yaml
+from intent_spark.errors import IntentError
+from intent_spark.io import read_table, write_dataset
+from intent_spark.model_inputs import SPLITS, build_model_inputs, inputs_stamp, split_cutoffs
+from intent_spark.readers import read_catalogue, split_files, training_batches, user_blocks
+from intent_spark.tracking import code_version, find_run, start_run
+from models import MODEL_NAMES
+from models.popularity import Popularity
+from models.repeat_last import RepeatLast
+from models.sasrec import NegativeSampler, SASRec, SASRecConf, SASRecF
+
+NEURAL = ("sasrec", "sasrec_f")
+
+
+@dataclass(frozen=True)
+class ModelsConf:
+    """``conf/models.yaml``: the shared input settings and each model's hyperparameters."""
+
+    context: int = 50
+    max_tokens: int = 16
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def sasrec(self, model: str) -> SASRecConf:
+        values = {**(self.models.get(model) or {}), "context": self.context}
+        return from_mapping(SASRecConf, values, f"models.{model}")
+
+
+def load_models_conf(path: str | Path | None = None, overrides: dict[str, dict] | None = None) -> ModelsConf:
+    """The models conf file, with per-model ``overrides`` (e.g. fewer steps for the demo)."""
+    raw = load_yaml(Path(path) if path else CONF_DIR / "models.yaml")
+    models = {name: dict(values or {}) for name, values in (raw.pop("models", None) or {}).items()}
+    for name, values in (overrides or {}).items():
+        models.setdefault(name, {}).update(values or {})
+    unknown = sorted(set(models) - set(MODEL_NAMES))
+    if unknown:
+        raise ConfError(f"models conf: unknown model(s) {', '.join(unknown)} (known: {', '.join(MODEL_NAMES)})")
+    extra = sorted(set(raw) - {"context", "max_tokens"})
+    if extra:
+        raise ConfError(f"models conf: unknown key(s) {extra}; known: context, max_tokens, models")
+    conf = ModelsConf(context=int(raw.get("context", 50)), max_tokens=int(raw.get("max_tokens", 16)), models=models)
+    for name in NEURAL:
+        conf.sasrec(name)  # validate every neural model's fields up front
+    return conf
+
+
+def check_model(model: str) -> None:
+    if model not in MODEL_NAMES:
+        raise IntentError(f"unknown model {model!r} (known: {', '.join(MODEL_NAMES)})")
+
+
+def _stamp_digest(stamp: str) -> str:
+    return hashlib.sha256(stamp.encode()).hexdigest()[:16]
+
+
+def _device():
+    from models.training import pick_device
+
+    return pick_device()
+
+
+def build_model(model: str, arrays, conf: ModelsConf):
+    """A fresh model for one split's catalogue."""
+    import torch
+
+    if model == "popularity":
+        return Popularity(arrays.train_counts)
+    if model == "repeat_last":
+        return RepeatLast(arrays.n_items)
+    sasrec_conf = conf.sasrec(model)
+    if model == "sasrec":
+        return SASRec(arrays.n_items, arrays.n_trained, sasrec_conf)
+    return SASRecF(
+        arrays.n_items, arrays.n_trained, sasrec_conf, torch.from_numpy(arrays.token_ids), arrays.n_tokens
+    )
+
+
+def train(
+    spark: SparkSession,
+    lake: str,
+    dataset: str,
+    model: str,
+    conf: ModelsConf,
+    *,
+    tracking_uri: str,
+    progress: Callable[[str], None] = lambda _: None,
+) -> str:
+    """Fit ``model`` on the training split of both splits; return the MLflow run id."""
+    import torch
+
+    check_model(model)
+    build_model_inputs(spark, lake, dataset, context=conf.context, max_tokens=conf.max_tokens, progress=progress)
+    stamp = inputs_stamp(spark, lake, dataset, conf.context, conf.max_tokens)
+    cutoffs = split_cutoffs(spark, lake, dataset)
+    device = _device()
+    params: dict[str, Any] = {
+        "dataset": dataset,
+        "model": model,
+        "context": conf.context,
+        "max_tokens": conf.max_tokens,
+        "inputs_stamp": _stamp_digest(stamp),
+        "code_version": code_version(),
+        "device": device.type,
+        **{f"{split}_cutoff": f"{cutoffs[split]:%Y-%m-%d}" for split in SPLITS},
+    }
+    if model in NEURAL:
+        params.update(asdict(conf.sasrec(model)))
+    with start_run(tracking_uri, dataset, model, params) as run, tempfile.TemporaryDirectory() as tmp:
+        import mlflow
+
+        for split in SPLITS:
+            arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, dataset, split))
+            fitted = build_model(model, arrays, conf)
+            meta = {"split": split, "n_items": arrays.n_items, "n_trained": arrays.n_trained, "n_tokens": arrays.n_tokens}
+            mlflow.log_params({f"{split}_n_items": arrays.n_items, f"{split}_n_trained": arrays.n_trained})
+            folder = Path(tmp) / split
+            folder.mkdir()
+            if model in NEURAL:
+                sasrec_conf = conf.sasrec(model)
+                torch.manual_seed(sasrec_conf.seed)
+                urls = split_files(spark, lake, S.TRAIN_SEQUENCES, dataset, split)
+                batches = training_batches(urls, sasrec_conf.batch_size, sasrec_conf.shuffle_buffer, sasrec_conf.seed)
+                sampler = None
+                if arrays.n_trained > sasrec_conf.full_softmax_max_items:
+                    sampler = NegativeSampler(
+                        torch.from_numpy(arrays.train_counts[: arrays.n_trained + 1]), sasrec_conf.negatives
+                    )
+                from models.training import fit
+
+                stats = fit(
+                    fitted,
+                    batches,
+                    steps=sasrec_conf.steps,
+                    learning_rate=sasrec_conf.learning_rate,
+                    weight_decay=sasrec_conf.weight_decay,
+                    sampler=sampler,
+                    device=device,
+                    progress=lambda line, split=split: progress(f"{dataset} {model} {split}: {line}"),
+                )
+                batches.close()
+                mlflow.log_metrics({f"train.{split}.{k}": v for k, v in stats.items()})
+                meta["loss"] = "sampled_softmax" if sampler else "full_softmax"
+                torch.save(fitted.state_dict(), folder / "state.pt")
+            elif model == "popularity":
+                np.save(folder / "train_counts.npy", arrays.train_counts)
+            (folder / "meta.json").write_text(json.dumps(meta, indent=2))
+            progress(f"{dataset} {model} {split}: {arrays.n_items:,} items, {arrays.n_trained:,} trained")
+        mlflow.log_artifacts(tmp, artifact_path="model")
+        return run.info.run_id
+
+
+def load_model(model: str, folder: Path, arrays, conf: ModelsConf, device):
+    """A trained model back from its MLflow artifact folder for one split."""
+    import torch
+
+    meta = json.loads((folder / "meta.json").read_text())
+    if meta["n_items"] != arrays.n_items or meta["n_trained"] != arrays.n_trained:
+        raise IntentError(
+            f"{model}: trained on {meta['n_items']:,} items ({meta['n_trained']:,} trained) but the catalogue "
+            f"has {arrays.n_items:,} ({arrays.n_trained:,}); train it again"
+        )
+    if model == "popularity":
+        return Popularity(np.load(folder / "train_counts.npy"))
+    fitted = build_model(model, arrays, conf)
+    if model in NEURAL:
+        fitted.load_state_dict(torch.load(folder / "state.pt", map_location=device))
+        fitted.to(device)
+    return fitted
+
+
+def score(
+    spark: SparkSession,
+    lake: str,
+    dataset: str,
+    model: str,
+    conf: ModelsConf,
+    *,
+    tracking_uri: str,
+    run_id: str | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> int:
+    """Rank the full catalogue for every target of both splits; write ``ranks``; return its rows."""
+    import mlflow
+
+    check_model(model)
+    run = find_run(tracking_uri, dataset, model, run_id)
+    stamp = _stamp_digest(inputs_stamp(spark, lake, dataset, conf.context, conf.max_tokens))
+    if run.data.params.get("inputs_stamp") != stamp:
+        raise IntentError(
+            f"{dataset} {model}: MLflow run {run.info.run_id} was trained on another split or input settings; "
+            f"run `intent train --dataset {dataset} --model {model}` again"
+        )
+    device = _device()
+    staging = f"{lake.rstrip('/')}/_staging/ranks/{dataset}/{model}"
+    metrics: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path="model", dst_path=tmp))
+        for split in SPLITS:
+            arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, dataset, split))
+            fitted = load_model(model, folder / split, arrays, conf, device)
+            urls = split_files(spark, lake, S.SCORE_EVENTS, dataset, split)
+            expected = read_table(spark, lake, S.TARGETS, dataset).where(F.col(S.SPLIT) == split).count()
+            seconds, written = _rank_split(
+                fitted, urls, arrays.n_items, conf, device, f"{staging}/{split}.parquet", expected,
+                lambda line, split=split: progress(f"{dataset} {model} {split}: {line}"),
+            )
+            metrics[f"score.{split}.targets_per_second"] = written / seconds if seconds else 0.0
+            metrics[f"score.{split}.targets"] = float(written)
+    rows = _write_ranks(spark, lake, dataset, model, staging)
+    with mlflow.start_run(run_id=run.info.run_id):
+        mlflow.log_metrics(metrics)
+    return rows
+
+
+def _rank_split(fitted, urls, n_items, conf, device, out_path, expected, progress) -> tuple[float, int]:
+    """Rank one split's targets and stage ``seq, rank`` as Parquet; return (seconds, targets)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from intent_spark.ingest.files import filesystem
+    from models.scoring import rank_blocks, score_batch_size
+
+    budget = conf.sasrec("sasrec").score_batch_items
+    batch = score_batch_size(n_items, budget)
+    start = time.monotonic()
+    last_report = [start]
+
+    def report(done: int) -> None:
+        now = time.monotonic()
+        if now - last_report[0] >= 10 or done == expected:
+            rate = done / (now - start) if now > start else 0.0
+            left = (expected - done) / rate if rate else float("nan")
+            progress(f"{done:,}/{expected:,} targets, {rate:,.0f}/s, about {left:.0f}s left")
+            last_report[0] = now
+
+    fs, path = filesystem(out_path)
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    schema = pa.schema([(S.SEQ, pa.int64()), (S.RANK, pa.float64())])
+    written = 0
+    with fs.open_output_stream(path) as sink, pq.ParquetWriter(sink, schema) as writer:
+        for seqs, ranks in rank_blocks(
+            fitted, user_blocks(urls), context=conf.context, batch_size=batch, device=device, progress=report
+        ):
+            writer.write_table(pa.table({S.SEQ: seqs, S.RANK: ranks}, schema=schema))
+            written += seqs.shape[0]
+    if written != expected:
+        raise IntentError(f"scored {written:,} targets but the split has {expected:,}")
+    return time.monotonic() - start, written
+
+
+def _write_ranks(spark: SparkSession, lake: str, dataset: str, model: str, staging: str) -> int:
+    """Join staged ranks to their targets (cell, user) and replace the model's ranks partition."""
+    from intent_spark.ingest.files import filesystem
+
+    targets = read_table(spark, lake, S.TARGETS, dataset)
+    parts = []
+    for split in SPLITS:
+        staged = spark.read.parquet(f"{staging}/{split}.parquet").withColumn(S.SPLIT, F.lit(split))
+        parts.append(staged)
+    staged = parts[0].unionByName(parts[1])
+    ranks = targets.join(staged, [S.SPLIT, S.SEQ]).select(
+        S.DATASET, S.SPLIT, S.CELL, F.lit(model).alias(S.MODEL), S.USER_ID, S.SEQ, S.RANK
+    )
+    write_dataset(ranks, lake, S.RANKS, dataset, model=model)
+    fs, path = filesystem(staging)
+    fs.delete_dir(path)
+    return read_table(spark, lake, S.RANKS, dataset).where(F.col(S.MODEL) == model).count()
+
+
+def with_steps(conf: ModelsConf, steps: int | None) -> ModelsConf:
+    """The same conf with every neural model's step count replaced (the demo's short runs)."""
+    if steps is None:
+        return conf
+    models = {name: {**(conf.models.get(name) or {}), "steps": steps} for name in set(conf.models) | set(NEURAL)}
+    return replace(conf, models=models)

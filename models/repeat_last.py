@@ -1,0 +1,25 @@
+"""Repeat-last (SPEC 4): the context's last item scores 1, every other item 0 (one big tie)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class RepeatLast:
+    name = "repeat_last"
+
+    def __init__(self, n_items: int) -> None:
+        self.n_items = n_items
+
+    def scores(self, context: np.ndarray) -> np.ndarray:
+        scores = np.zeros(self.n_items + 1, dtype=np.float64)
+        scores[0] = -np.inf
+        scores[int(context[-1])] = 1.0
+        return scores
+
+    def rank_history(self, items: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """1 when the target repeats the previous item, else 1 + 1 + (N - 2) / 2."""
+        items = np.asarray(items)
+        targets = np.asarray(targets, dtype=np.int64)
+        hit = items[targets] == items[targets - 1]
+        return np.where(hit, 1.0, 2.0 + (self.n_items - 2) / 2.0)

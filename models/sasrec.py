@@ -1,0 +1,169 @@
+"""SASRec and SASRec-F (SPEC 4): a causal transformer over the last ``context`` items.
+
+Catalogue indices: 0 is padding, 1..S are the training items (seen), S+1..N the rest. SASRec
+embeds only 1..S, so the rest score ``-inf`` and tie at the bottom. SASRec-F builds an item's
+vector from the mean of its metadata-token embeddings (vocabulary from training items) plus an
+id embedding for training items, dropped with probability ``id_dropout`` in training and scaled
+by ``1 - id_dropout`` at evaluation, so a new item with known tokens gets a real score.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class SASRecConf:
+    """Hyperparameters, fixed in ``conf/models.yaml`` before any test score."""
+
+    blocks: int = 2
+    dims: int = 64
+    heads: int = 1
+    context: int = 50
+    dropout: float = 0.2
+    steps: int = 20_000
+    batch_size: int = 256
+    learning_rate: float = 0.001
+    weight_decay: float = 0.0
+    full_softmax_max_items: int = 100_000
+    negatives: int = 8192
+    shuffle_buffer: int = 10_000
+    seed: int = 0
+    id_dropout: float = 0.5
+    score_batch_items: int = 16_000_000  # batch x catalogue floats per scoring step
+
+
+class SASRec(nn.Module):
+    name = "sasrec"
+
+    def __init__(self, n_items: int, n_trained: int, conf: SASRecConf) -> None:
+        super().__init__()
+        self.n_items = n_items
+        self.n_trained = n_trained
+        self.conf = conf
+        self.id_embedding = nn.Embedding(n_trained + 1, conf.dims, padding_idx=0)
+        self.position = nn.Embedding(conf.context, conf.dims)
+        layer = nn.TransformerEncoderLayer(
+            conf.dims,
+            conf.heads,
+            dim_feedforward=conf.dims,
+            dropout=conf.dropout,
+            batch_first=True,
+            norm_first=True,
+        )
+        self.encoder = nn.TransformerEncoder(layer, conf.blocks, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(conf.dims)
+        self.input_dropout = nn.Dropout(conf.dropout)
+        nn.init.normal_(self.id_embedding.weight, std=conf.dims**-0.5)
+        with torch.no_grad():
+            self.id_embedding.weight[0].zero_()
+
+    # --- item vectors ---
+    def item_vectors(self, items: torch.Tensor) -> torch.Tensor:
+        """Vectors of catalogue indices (any shape); untrained and padding indices give zeros."""
+        trained = items.clamp(max=self.n_trained) * (items <= self.n_trained)
+        return self.id_embedding(trained)
+
+    def scorable(self) -> torch.Tensor:
+        """Which catalogue indices 0..N get a real score."""
+        index = torch.arange(self.n_items + 1, device=self.id_embedding.weight.device)
+        return (index >= 1) & (index <= self.n_trained)
+
+    # --- sequence encoder ---
+    def encode(self, sequences: torch.Tensor) -> torch.Tensor:
+        """(B, L) left-padded item indices -> (B, L, dims) causal states."""
+        batch, length = sequences.shape
+        positions = torch.arange(length, device=sequences.device)
+        x = self.item_vectors(sequences) * math.sqrt(self.conf.dims) + self.position(positions)
+        x = self.input_dropout(x)
+        padding = sequences == 0
+        # Causal, no attention to padding, but every position may see itself (no empty rows).
+        blocked = torch.triu(torch.ones(length, length, dtype=torch.bool, device=x.device), 1)
+        blocked = blocked.unsqueeze(0) | padding.unsqueeze(1)
+        blocked = blocked & ~torch.eye(length, dtype=torch.bool, device=x.device).unsqueeze(0)
+        mask = blocked.repeat_interleave(self.conf.heads, dim=0)
+        return self.norm(self.encoder(x, mask=mask))
+
+    # --- training loss ---
+    def loss(self, sequences: torch.Tensor, sampler: NegativeSampler | None = None) -> torch.Tensor:
+        """Next-item cross entropy over training items, from (B, L + 1) left-padded rows."""
+        inputs, targets = sequences[:, :-1], sequences[:, 1:]
+        states = self.encode(inputs)
+        valid = (inputs != 0) & (targets != 0)
+        states, targets = states[valid], targets[valid]
+        if sampler is None:
+            every = torch.arange(self.n_trained + 1, device=states.device)
+            logits = states @ self.item_vectors(every).T
+            logits[:, 0] = float("-inf")
+            return nn.functional.cross_entropy(logits, targets)
+        return sampler.loss(states, targets, self.item_vectors)
+
+    # --- scoring ---
+    @torch.no_grad()
+    def catalogue_scores(self, contexts: torch.Tensor, catalogue: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, N + 1) scores of every catalogue index after each (B, L) context; -inf where unscorable."""
+        if catalogue is None:
+            catalogue = self.catalogue_matrix()
+        scores = self.encode(contexts)[:, -1] @ catalogue.T
+        return scores.masked_fill(~self.scorable(), float("-inf"))
+
+    @torch.no_grad()
+    def catalogue_matrix(self) -> torch.Tensor:
+        return self.item_vectors(torch.arange(self.n_items + 1, device=self.id_embedding.weight.device))
+
+
+class SASRecF(SASRec):
+    name = "sasrec_f"
+
+    def __init__(self, n_items: int, n_trained: int, conf: SASRecConf, item_tokens: torch.Tensor, n_tokens: int):
+        super().__init__(n_items, n_trained, conf)
+        self.token_embedding = nn.Embedding(n_tokens + 1, conf.dims, padding_idx=0)
+        nn.init.normal_(self.token_embedding.weight, std=conf.dims**-0.5)
+        with torch.no_grad():
+            self.token_embedding.weight[0].zero_()
+        self.register_buffer("item_tokens", item_tokens.long())  # (N + 1, max_tokens), 0 = none
+
+    def item_vectors(self, items: torch.Tensor) -> torch.Tensor:
+        tokens = self.item_tokens[items]
+        present = (tokens != 0).sum(-1, keepdim=True)
+        token_mean = self.token_embedding(tokens).sum(-2) / present.clamp(min=1)
+        identity = super().item_vectors(items)
+        keep = 1.0 - self.conf.id_dropout
+        if self.training:
+            kept = torch.rand(items.shape + (1,), device=items.device) < keep
+            return token_mean + identity * kept
+        return token_mean + identity * keep
+
+    def scorable(self) -> torch.Tensor:
+        has_tokens = (self.item_tokens != 0).any(-1)
+        has_tokens[0] = False
+        return super().scorable() | has_tokens
+
+
+class NegativeSampler:
+    """Sampled softmax with log-q correction, for catalogues where the full softmax does not fit.
+
+    Negatives are drawn from the training items' unigram distribution, shared by the batch; the
+    log of each candidate's expected draw count is subtracted from its logit (Bengio & Senecal;
+    Yi et al. 2019), and a negative equal to the row's target is masked.
+    """
+
+    def __init__(self, train_counts: torch.Tensor, negatives: int) -> None:
+        probabilities = train_counts.double() / train_counts.sum()
+        self.probabilities = probabilities.float()
+        self.log_expected = torch.log(probabilities * negatives).float()
+        self.negatives = negatives
+
+    def loss(self, states: torch.Tensor, targets: torch.Tensor, item_vectors) -> torch.Tensor:
+        device = states.device
+        negatives = torch.multinomial(self.probabilities.to(device), self.negatives, replacement=True)
+        log_expected = self.log_expected.to(device)
+        positive = (states * item_vectors(targets)).sum(-1) - log_expected[targets]
+        negative = states @ item_vectors(negatives).T - log_expected[negatives]
+        negative = negative.masked_fill(negatives.unsqueeze(0) == targets.unsqueeze(1), float("-inf"))
+        logits = torch.cat([positive.unsqueeze(1), negative], dim=1)
+        return nn.functional.cross_entropy(logits, torch.zeros_like(targets))
