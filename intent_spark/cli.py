@@ -12,8 +12,6 @@ from intent_spark.errors import IntentError
 from intent_spark.progress import reporter
 
 LATER_STAGES = {
-    "train": "a model logged to MLflow",
-    "score": "the ranks table",
     "evaluate": "the metrics table",
     "report": "tables and figures",
 }
@@ -118,16 +116,63 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _models_conf(args: argparse.Namespace):
+    from intent_spark.modeling import load_models_conf, with_steps
+
+    return with_steps(load_models_conf(args.models_conf), args.steps)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from intent_spark.modeling import train
+    from intent_spark.session import build_session
+    from intent_spark.tracking import default_tracking_uri
+
+    conf = _models_conf(args)
+    uri = default_tracking_uri(args.lake, args.tracking_uri)
+    report = reporter("train")
+    spark = build_session("intent-train", _spark_overrides(args))
+    run_id = train(spark, args.lake, args.dataset, args.model, conf, tracking_uri=uri, progress=report)
+    report(f"{args.dataset} {args.model}: logged to MLflow run {run_id} in {uri}")
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from intent_spark.modeling import score
+    from intent_spark.session import build_session
+    from intent_spark.tracking import default_tracking_uri
+
+    conf = _models_conf(args)
+    uri = default_tracking_uri(args.lake, args.tracking_uri)
+    report = reporter("score")
+    spark = build_session("intent-score", _spark_overrides(args))
+    rows = score(
+        spark,
+        args.lake,
+        args.dataset,
+        args.model,
+        conf,
+        tracking_uri=uri,
+        run_id=args.run_id,
+        progress=report,
+    )
+    report(f"{args.dataset} {args.model}: {rows:,} ranks in {args.lake}/ranks")
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    """Generate (synthetic sources), ingest, split and verify every dataset of a run conf."""
+    """Generate (synthetic sources), ingest, split, verify, train and score every dataset of a run conf."""
     from intent_spark.generate import generate_release
     from intent_spark.ingest import ingest_source
+    from intent_spark.modeling import load_models_conf, score, train
     from intent_spark.session import build_session
     from intent_spark.split_report import write_split_report
     from intent_spark.splitting import load_split_conf, run_split
+    from intent_spark.tracking import default_tracking_uri
     from intent_spark.verify import verify_dataset
 
     run = load_yaml(Path(args.conf))
+    models = list(run.get("models", []))
+    models_conf = load_models_conf(run.get("models_conf"), run.get("model_overrides"))
     base = Path(run.get("workdir", "demo"))
     lake = str(args.lake or run.get("lake", base / "lake"))
     split_conf_path = run.get("split_conf", CONF_DIR / "split.yaml")
@@ -160,6 +205,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"intent run: verify failed: {', '.join(failed)}", file=sys.stderr)
         return 1
     report(f"verify: every leakage check and checksum passed for {', '.join(names)}")
+    uri = default_tracking_uri(lake, run.get("tracking_uri"))
+    for name in names:
+        for model in models:
+            train(spark, lake, name, model, models_conf, tracking_uri=uri, progress=report)
+            rows = score(spark, lake, name, model, models_conf, tracking_uri=uri, progress=report)
+            report(f"{name} {model}: {rows:,} ranks")
+    if models:
+        report(f"MLflow runs: mlflow ui --backend-store-uri {uri}")
     report(f"done: lake at {lake}; split reports in {folder if names else '-'}")
     report(f"stages not yet available: {', '.join(LATER_STAGES)}")
     return 0
@@ -192,6 +245,26 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--conf", help="source conf YAML (for a source that is not built in)")
     _add_spark_flags(ing)
     ing.set_defaults(func=cmd_ingest)
+
+    for name, func, what in (
+        ("train", cmd_train, "fit a model on both splits' training events; log it to MLflow"),
+        ("score", cmd_score, "rank the full catalogue for every target with a trained model -> ranks"),
+    ):
+        stage = commands.add_parser(name, help=what)
+        stage.add_argument("--dataset", required=True)
+        stage.add_argument("--model", required=True, help="popularity, repeat_last, sasrec or sasrec_f")
+        stage.add_argument("--lake", required=True)
+        stage.add_argument("--models-conf", help="model settings (default conf/models.yaml)")
+        stage.add_argument("--steps", type=int, help="override the training steps of the neural models")
+        stage.add_argument(
+            "--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)"
+        )
+        if name == "score":
+            stage.add_argument(
+                "--run-id", help="the MLflow training run (default: the newest for dataset and model)"
+            )
+        _add_spark_flags(stage)
+        stage.set_defaults(func=func)
 
     run = commands.add_parser("run", help="the whole chain for the datasets in a run conf")
     run.add_argument("--conf", required=True)

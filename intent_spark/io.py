@@ -25,7 +25,9 @@ def write_dataset(df: DataFrame, lake: str, table: str, dataset: str, **partitio
     schema = S.TABLE_SCHEMAS.get(table)
     if schema is not None:
         df = df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
-    replaced = " AND ".join(f"{column} = '{value}'" for column, value in {S.DATASET: dataset, **partition}.items())
+    replaced = " AND ".join(
+        f"{column} = '{value}'" for column, value in {S.DATASET: dataset, **partition}.items()
+    )
     (
         df.write.format("delta")
         .mode("overwrite")

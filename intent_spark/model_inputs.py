@@ -86,7 +86,9 @@ def item_token_ids(indexed: DataFrame, items: DataFrame, max_tokens: int) -> Dat
     known = exploded.join(F.broadcast(vocabulary), "_token")
     first = Window.partitionBy(S.ITEM_ID).orderBy("_pos")
     kept = known.withColumn("_n", F.row_number().over(first)).where(F.col("_n") <= max_tokens)
-    listed = kept.groupBy(S.ITEM_ID).agg(F.sort_array(F.collect_list(F.struct("_pos", "_token_id"))).alias("_s"))
+    listed = kept.groupBy(S.ITEM_ID).agg(
+        F.sort_array(F.collect_list(F.struct("_pos", "_token_id"))).alias("_s")
+    )
     ids = F.transform(F.col("_s"), lambda x: x["_token_id"])
     padding = F.array_repeat(F.lit(0), F.lit(max_tokens) - F.size(ids))
     return listed.select(S.ITEM_ID, F.concat(ids, padding).alias(S.TOKEN_IDS))
@@ -132,7 +134,11 @@ def score_events(labelled: DataFrame, split_targets: DataFrame, catalogue_rows: 
     last_target = F.max(F.when(F.col(S.IS_TARGET), F.col(S.POSITION))).over(by_user)
     kept = placed.withColumn("_last", last_target).where(F.col(S.POSITION) <= F.col("_last"))
     return kept.select(
-        S.USER_ID, S.POSITION, S.ITEM_INDEX, S.SEQ, F.coalesce(F.col(S.IS_TARGET), F.lit(False)).alias(S.IS_TARGET)
+        S.USER_ID,
+        S.POSITION,
+        S.ITEM_INDEX,
+        S.SEQ,
+        F.coalesce(F.col(S.IS_TARGET), F.lit(False)).alias(S.IS_TARGET),
     )
 
 

@@ -56,11 +56,15 @@ def load_models_conf(path: str | Path | None = None, overrides: dict[str, dict] 
         models.setdefault(name, {}).update(values or {})
     unknown = sorted(set(models) - set(MODEL_NAMES))
     if unknown:
-        raise ConfError(f"models conf: unknown model(s) {', '.join(unknown)} (known: {', '.join(MODEL_NAMES)})")
+        raise ConfError(
+            f"models conf: unknown model(s) {', '.join(unknown)} (known: {', '.join(MODEL_NAMES)})"
+        )
     extra = sorted(set(raw) - {"context", "max_tokens"})
     if extra:
         raise ConfError(f"models conf: unknown key(s) {extra}; known: context, max_tokens, models")
-    conf = ModelsConf(context=int(raw.get("context", 50)), max_tokens=int(raw.get("max_tokens", 16)), models=models)
+    conf = ModelsConf(
+        context=int(raw.get("context", 50)), max_tokens=int(raw.get("max_tokens", 16)), models=models
+    )
     for name in NEURAL:
         conf.sasrec(name)  # validate every neural model's fields up front
     return conf
@@ -111,7 +115,9 @@ def train(
     import torch
 
     check_model(model)
-    build_model_inputs(spark, lake, dataset, context=conf.context, max_tokens=conf.max_tokens, progress=progress)
+    build_model_inputs(
+        spark, lake, dataset, context=conf.context, max_tokens=conf.max_tokens, progress=progress
+    )
     stamp = inputs_stamp(spark, lake, dataset, conf.context, conf.max_tokens)
     cutoffs = split_cutoffs(spark, lake, dataset)
     device = _device()
@@ -133,7 +139,12 @@ def train(
         for split in SPLITS:
             arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, dataset, split))
             fitted = build_model(model, arrays, conf)
-            meta = {"split": split, "n_items": arrays.n_items, "n_trained": arrays.n_trained, "n_tokens": arrays.n_tokens}
+            meta = {
+                "split": split,
+                "n_items": arrays.n_items,
+                "n_trained": arrays.n_trained,
+                "n_tokens": arrays.n_tokens,
+            }
             mlflow.log_params({f"{split}_n_items": arrays.n_items, f"{split}_n_trained": arrays.n_trained})
             folder = Path(tmp) / split
             folder.mkdir()
@@ -141,7 +152,9 @@ def train(
                 sasrec_conf = conf.sasrec(model)
                 torch.manual_seed(sasrec_conf.seed)
                 urls = split_files(spark, lake, S.TRAIN_SEQUENCES, dataset, split)
-                batches = training_batches(urls, sasrec_conf.batch_size, sasrec_conf.shuffle_buffer, sasrec_conf.seed)
+                batches = training_batches(
+                    urls, sasrec_conf.batch_size, sasrec_conf.shuffle_buffer, sasrec_conf.seed
+                )
                 sampler = None
                 if arrays.n_trained > sasrec_conf.full_softmax_max_items:
                     sampler = NegativeSampler(
@@ -216,14 +229,22 @@ def score(
     staging = f"{lake.rstrip('/')}/_staging/ranks/{dataset}/{model}"
     metrics: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path="model", dst_path=tmp))
+        folder = Path(
+            mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path="model", dst_path=tmp)
+        )
         for split in SPLITS:
             arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, dataset, split))
             fitted = load_model(model, folder / split, arrays, conf, device)
             urls = split_files(spark, lake, S.SCORE_EVENTS, dataset, split)
             expected = read_table(spark, lake, S.TARGETS, dataset).where(F.col(S.SPLIT) == split).count()
             seconds, written = _rank_split(
-                fitted, urls, arrays.n_items, conf, device, f"{staging}/{split}.parquet", expected,
+                fitted,
+                urls,
+                arrays.n_items,
+                conf,
+                device,
+                f"{staging}/{split}.parquet",
+                expected,
                 lambda line, split=split: progress(f"{dataset} {model} {split}: {line}"),
             )
             metrics[f"score.{split}.targets_per_second"] = written / seconds if seconds else 0.0
@@ -293,5 +314,7 @@ def with_steps(conf: ModelsConf, steps: int | None) -> ModelsConf:
     """The same conf with every neural model's step count replaced (the demo's short runs)."""
     if steps is None:
         return conf
-    models = {name: {**(conf.models.get(name) or {}), "steps": steps} for name in set(conf.models) | set(NEURAL)}
+    models = {
+        name: {**(conf.models.get(name) or {}), "steps": steps} for name in set(conf.models) | set(NEURAL)
+    }
     return replace(conf, models=models)

@@ -40,9 +40,12 @@ def read_columns(urls: list[str], fields: list[str]) -> dict[str, np.ndarray]:
 
     parts: dict[str, list[np.ndarray]] = {name: [] for name in fields}
     if urls:
-        with _quiet(), make_batch_reader(
-            urls, schema_fields=fields, num_epochs=1, shuffle_row_groups=False, reader_pool_type="dummy"
-        ) as reader:
+        with (
+            _quiet(),
+            make_batch_reader(
+                urls, schema_fields=fields, num_epochs=1, shuffle_row_groups=False, reader_pool_type="dummy"
+            ) as reader,
+        ):
             for batch in reader:
                 for name in fields:
                     parts[name].append(getattr(batch, name))
@@ -83,21 +86,26 @@ def read_catalogue(urls: list[str]) -> CatalogueArrays:
     return CatalogueArrays(counts, token_ids)
 
 
-def training_batches(urls: list[str], batch_size: int, shuffle_buffer: int, seed: int) -> Iterator[np.ndarray]:
+def training_batches(
+    urls: list[str], batch_size: int, shuffle_buffer: int, seed: int
+) -> Iterator[np.ndarray]:
     """An endless stream of shuffled (batch_size, context + 1) training rows as torch tensors."""
     from petastorm import make_batch_reader
     from petastorm.pytorch import BatchedDataLoader
 
     if not urls:
         raise IntentError("no training sequences: the split has no user with two training events")
-    with _quiet(), make_batch_reader(
-        urls,
-        schema_fields=[S.ITEMS_COLUMN],
-        num_epochs=None,
-        shuffle_row_groups=True,
-        seed=seed,
-        reader_pool_type="dummy",
-    ) as reader:
+    with (
+        _quiet(),
+        make_batch_reader(
+            urls,
+            schema_fields=[S.ITEMS_COLUMN],
+            num_epochs=None,
+            shuffle_row_groups=True,
+            seed=seed,
+            reader_pool_type="dummy",
+        ) as reader,
+    ):
         loader = BatchedDataLoader(reader, batch_size=batch_size, shuffling_queue_capacity=shuffle_buffer)
         for batch in loader:
             yield batch[S.ITEMS_COLUMN]

@@ -70,7 +70,11 @@ class Popularity:
                     self.sorted_g1, quotient, "left"
                 )
             # ...then the user's own items corrected to their real scores.
-            higher = above - np.count_nonzero(global_part > target_score) + np.count_nonzero(own > target_score)
-            tied = level - np.count_nonzero(global_part == target_score) + np.count_nonzero(own == target_score)
+            higher = (
+                above - np.count_nonzero(global_part > target_score) + np.count_nonzero(own > target_score)
+            )
+            tied = (
+                level - np.count_nonzero(global_part == target_score) + np.count_nonzero(own == target_score)
+            )
             ranks[k] = 1.0 + higher + (tied - 1) / 2.0
         return ranks

@@ -119,7 +119,9 @@ class SASRec(nn.Module):
 class SASRecF(SASRec):
     name = "sasrec_f"
 
-    def __init__(self, n_items: int, n_trained: int, conf: SASRecConf, item_tokens: torch.Tensor, n_tokens: int):
+    def __init__(
+        self, n_items: int, n_trained: int, conf: SASRecConf, item_tokens: torch.Tensor, n_tokens: int
+    ):
         super().__init__(n_items, n_trained, conf)
         self.token_embedding = nn.Embedding(n_tokens + 1, conf.dims, padding_idx=0)
         nn.init.normal_(self.token_embedding.weight, std=conf.dims**-0.5)

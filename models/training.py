@@ -48,4 +48,8 @@ def fit(
             )
             loss_sum, loss_count = 0.0, 0
     elapsed = time.monotonic() - start
-    return {"train_seconds": elapsed, "steps_per_second": steps / elapsed if elapsed else 0.0, "final_loss": last_loss}
+    return {
+        "train_seconds": elapsed,
+        "steps_per_second": steps / elapsed if elapsed else 0.0,
+        "final_loss": last_loss,
+    }

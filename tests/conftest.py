@@ -54,6 +54,19 @@ def generated_lake(spark, tmp_path_factory):
     return lake, releases, summaries
 
 
+@pytest.fixture(scope="session")
+def split_lake(spark, generated_lake):
+    """The generated lake with every source split by the shipped protocol conf."""
+    from intent_spark.config import CONF_DIR
+    from intent_spark.generate import SOURCES
+    from intent_spark.splitting import load_split_conf, run_split
+
+    lake, _, _ = generated_lake
+    for name in SOURCES:
+        run_split(spark, lake, name, load_split_conf(CONF_DIR / "split.yaml", name))
+    return lake
+
+
 @pytest.fixture
 def lake(tmp_path: Path) -> str:
     return str(tmp_path / "lake")

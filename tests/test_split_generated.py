@@ -15,14 +15,6 @@ from intent_spark.verify import verify_dataset
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def split_lake(spark, generated_lake):
-    lake, _, _ = generated_lake
-    for name in SOURCES:
-        run_split(spark, lake, name, load_split_conf(CONF_DIR / "split.yaml", name))
-    return lake
-
-
 @pytest.mark.parametrize("name", SOURCES)
 def test_verify_passes_on_every_source(spark, split_lake, name):
     failed = [

@@ -1,0 +1,178 @@
+"""Model inputs, training reader, scoring and ranks on the hand-computed toy split (test_split).
+
+Test split (seed 4): training = known users before Apr 1; item counts a 11, b 9, c 8, d 5, so
+the catalogue is a=1 b=2 c=3 d=4, then the new items e=5 q=6 y=7 z=8. Validation: counts
+a 9, b 7, c 7, d 4 (b before c by id): a=1 b=2 c=3 d=4 and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from pyspark.sql import functions as F
+from test_split import _fixture_rows
+
+from intent_spark import schema as S
+from intent_spark.io import read_table, write_dataset
+from intent_spark.model_inputs import build_model_inputs
+from intent_spark.modeling import ModelsConf, score, train
+from intent_spark.readers import read_catalogue, split_files, training_batches, user_blocks
+from intent_spark.splitting import SplitConf, run_split
+
+TOKENS = {
+    "a": ["red", "cup"],
+    "b": ["blue", "cup"],
+    "c": ["red", "pan"],
+    "d": ["green"],
+    "z": ["red", "mug"],  # new, shares 'red'
+    "q": ["blue"],  # new, shares 'blue'
+    "y": ["mug"],  # new, only an unknown token: cannot be scored by sasrec_f
+    "e": [],
+}
+TINY = {"blocks": 1, "dims": 8, "dropout": 0.0, "steps": 3, "batch_size": 4, "shuffle_buffer": 10}
+CONF = ModelsConf(context=2, max_tokens=3, models={"sasrec": TINY, "sasrec_f": TINY})
+
+
+@pytest.fixture(scope="module")
+def toy(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("models_toy")
+    lake = str(root / "lake")
+    write_dataset(
+        spark.createDataFrame(_fixture_rows(), S.EVENTS_SCHEMA).repartition(3), lake, S.EVENTS, "toy"
+    )
+    items = [("toy", item, None, None, None, tokens) for item, tokens in TOKENS.items()]
+    write_dataset(spark.createDataFrame(items, S.ITEMS_SCHEMA), lake, S.ITEMS, "toy")
+    run_split(spark, lake, "toy", SplitConf(seed=4))
+    build_model_inputs(spark, lake, "toy", context=CONF.context, max_tokens=CONF.max_tokens)
+    return lake, f"sqlite:///{root / 'mlflow.db'}"
+
+
+def _catalogue(spark, lake, split):
+    rows = read_table(spark, lake, S.CATALOGUE, "toy").where(F.col(S.SPLIT) == split).collect()
+    return {r.item_id: (r.item_index, r.train_count, list(r.token_ids)) for r in rows}
+
+
+def test_catalogue_indices_counts_and_training_vocabulary(spark, toy):
+    lake, _ = toy
+    # token vocabulary from training items only: blue 1, cup 2, green 3, pan 4, red 5
+    assert _catalogue(spark, lake, "test") == {
+        "a": (1, 11, [5, 2, 0]),
+        "b": (2, 9, [1, 2, 0]),
+        "c": (3, 8, [5, 4, 0]),
+        "d": (4, 5, [3, 0, 0]),
+        "e": (5, 0, [0, 0, 0]),
+        "q": (6, 0, [1, 0, 0]),
+        "y": (7, 0, [0, 0, 0]),
+        "z": (8, 0, [5, 0, 0]),
+    }
+    val = _catalogue(spark, lake, "val")
+    assert {k: v[:2] for k, v in val.items()} == {"a": (1, 9), "b": (2, 7), "c": (3, 7), "d": (4, 4)}
+    arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, "toy", "test"))
+    assert arrays.train_counts.tolist() == [0, 11, 9, 8, 5, 0, 0, 0, 0]
+    assert (arrays.n_items, arrays.n_trained, arrays.n_tokens) == (8, 4, 5)
+
+
+def test_training_reader_sees_training_transitions_only(spark, toy):
+    """u02's future z (Apr 5) and the held-out users' events are within reach but never read."""
+    lake, _ = toy
+    urls = split_files(spark, lake, S.TRAIN_SEQUENCES, "toy", "test")
+    stream = training_batches(urls, batch_size=5, shuffle_buffer=0, seed=0)
+    rows: list[tuple[int, ...]] = []
+    total = read_table(spark, lake, S.TRAIN_SEQUENCES, "toy").where(F.col(S.SPLIT) == "test").count()
+    while len(rows) < total:
+        rows += [tuple(r) for r in next(stream).tolist()]
+    stream.close()
+    rows = rows[:total]
+    seen = {i for row in rows for i in row}
+    assert seen <= {0, 1, 2, 3, 4}  # never e, q, y or z (5..8)
+    # u02 trains on a b c a d in chunks of 3 sharing an edge; u10 on c a; u03 on a a b, b b
+    counts = Counter(rows)
+    for row in [(1, 2, 3), (3, 1, 4), (0, 3, 1), (1, 1, 2), (0, 2, 2)]:
+        assert counts[row] >= 1
+    transitions = sum(sum(1 for x, y in zip(r, r[1:], strict=False) if x and y) for r in rows)
+    assert transitions == 33 - 10  # 33 training events of 10 known users: one transition less each
+    cutoff = read_table(spark, lake, S.SPLITS, "toy").where(F.col(S.SPLIT) == "test").first().cutoff
+    late = read_table(spark, lake, S.TRAIN_SEQUENCES, "toy").where(
+        (F.col(S.SPLIT) == "test") & (F.col(S.LAST_TS) >= F.lit(cutoff))
+    )
+    assert late.count() == 0
+
+
+def test_scoring_blocks_hold_each_users_history_up_to_the_last_target(spark, toy):
+    lake, _ = toy
+    blocks = list(user_blocks(split_files(spark, lake, S.SCORE_EVENTS, "toy", "test")))
+    by_first_seq = {int(b.seqs[0]): b for b in blocks}
+    u02 = by_first_seq[2]  # u02's events are seq 1..6: a b c a d z; targets all but the first
+    assert u02.items.tolist() == [1, 2, 3, 1, 4, 8]
+    assert u02.targets.tolist() == [1, 2, 3, 4, 5]
+    assert u02.seqs.tolist() == [2, 3, 4, 5, 6]
+    targets = read_table(spark, lake, S.TARGETS, "toy").where(F.col(S.SPLIT) == "test").count()
+    assert sum(b.targets.size for b in blocks) == targets
+    assert all(b.targets.size and b.targets[0] >= 1 for b in blocks)
+
+
+def test_every_context_event_precedes_its_target(spark, toy):
+    lake, _ = toy
+    stream = read_table(spark, lake, S.SCORE_EVENTS, "toy").alias("s")
+    events = read_table(spark, lake, S.EVENTS, "toy").select(S.SEQ, S.TS)
+    placed = stream.join(events, S.SEQ)
+    targets = placed.where(F.col(S.IS_TARGET)).select(
+        S.SPLIT,
+        S.USER_ID,
+        F.col(S.POSITION).alias("_tp"),
+        F.col(S.SEQ).alias("_tseq"),
+        F.col(S.TS).alias("_tts"),
+    )
+    context = placed.join(targets, [S.SPLIT, S.USER_ID]).where(F.col(S.POSITION) < F.col("_tp"))
+    later = context.where(
+        (F.col(S.SEQ) == F.col("_tseq"))
+        | (F.col(S.TS) > F.col("_tts"))
+        | ((F.col(S.TS) == F.col("_tts")) & (F.col(S.SEQ) >= F.col("_tseq")))
+    )
+    assert context.count() > 0 and later.count() == 0
+
+
+@pytest.fixture(scope="module")
+def toy_ranks(spark, toy):
+    lake, uri = toy
+    for model in ("popularity", "repeat_last", "sasrec", "sasrec_f"):
+        train(spark, lake, "toy", model, CONF, tracking_uri=uri)
+        score(spark, lake, "toy", model, CONF, tracking_uri=uri)
+    rows = read_table(spark, lake, S.RANKS, "toy").collect()
+    return {(r.split, r.model, r.seq): r.rank for r in rows}, rows
+
+
+def test_ranks_cover_every_target_of_every_model(spark, toy, toy_ranks):
+    lake, _ = toy
+    _, rows = toy_ranks
+    targets = {
+        (r.split, r.cell, r.user_id, r.seq) for r in read_table(spark, lake, S.TARGETS, "toy").collect()
+    }
+    for model in ("popularity", "repeat_last", "sasrec", "sasrec_f"):
+        assert {(r.split, r.cell, r.user_id, r.seq) for r in rows if r.model == model} == targets
+
+
+def test_ranks_by_hand_on_the_new_item_targets(toy_ranks):
+    ranks, _ = toy_ranks
+    z, y = 6, 40  # u02's z on Apr 5 (after a b c a d), u06's y on May 10 (after c)
+    # popularity: z scores like e, q, y (never trained, not in context) below a..d: 1 + 4 + 3/2
+    assert ranks[("test", "popularity", z)] == 6.5
+    # repeat-last: d was last, so 1 + 1 + (8 - 2)/2
+    assert ranks[("test", "repeat_last", z)] == 5.0
+    # sasrec cannot score e, q, y, z: they tie below the 4 trained items
+    assert ranks[("test", "sasrec", z)] == 6.5
+    assert ranks[("test", "sasrec", y)] == 6.5
+    # sasrec_f scores z and q from known tokens; y and e have none: 1 + 6 + 1/2
+    assert ranks[("test", "sasrec_f", y)] == 7.5
+    assert ranks[("test", "sasrec_f", z)] < 7
+
+
+def test_scoring_again_gives_identical_ranks(spark, toy, toy_ranks):
+    lake, uri = toy
+    ranks, _ = toy_ranks
+    score(spark, lake, "toy", "sasrec", CONF, tracking_uri=uri)
+    again = {(r.split, r.model, r.seq): r.rank for r in read_table(spark, lake, S.RANKS, "toy").collect()}
+    assert again == ranks
+    assert np.isfinite(list(again.values())).all()

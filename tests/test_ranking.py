@@ -1,0 +1,115 @@
+"""The rank rule (SPEC 5) and each model's scores, on small hand-worked cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from models.popularity import Popularity
+from models.ranking import tie_aware_rank
+from models.repeat_last import RepeatLast
+from models.scoring import context_windows
+
+NEG = float("-inf")
+
+
+def ranks(scores: list[list[float]], targets: list[int]) -> list[float]:
+    return tie_aware_rank(torch.tensor(scores, dtype=torch.float64), torch.tensor(targets)).tolist()
+
+
+def test_rank_without_ties_is_position_in_sorted_order():
+    # column 0 is padding and ignored: items 1..4 score .1 .9 .5 .3
+    assert ranks([[NEG, 0.1, 0.9, 0.5, 0.3]] * 4, [2, 3, 4, 1]) == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_rank_inside_a_tie_is_the_middle_of_the_tie_group():
+    # item 3 ties with 2 and 4 (three items at 0.5) behind item 1: rank = 1 + 1 + 2/2 = 3
+    assert ranks([[NEG, 0.9, 0.5, 0.5, 0.5, 0.1]], [3]) == [3.0]
+    # the lone item below the tie: 1 + 4 higher = 5
+    assert ranks([[NEG, 0.9, 0.5, 0.5, 0.5, 0.1]], [5]) == [5.0]
+
+
+def test_target_inside_a_large_tie():
+    # 1,000 items: 10 above, the target among 990 tied -> 1 + 10 + 989/2 = 505.5
+    scores = [NEG] + [2.0] * 10 + [1.0] * 990
+    assert ranks([scores], [500]) == [505.5]
+
+
+def test_unscorable_items_tie_at_the_bottom():
+    # items 3..5 cannot be scored (-inf): a target among them ranks 1 + 2 + 2/2 = 4
+    scores = [[NEG, 0.3, 0.7, NEG, NEG, NEG]]
+    assert ranks(scores, [4]) == [4.0]
+    assert ranks(scores, [1]) == [2.0]
+
+
+def test_repeat_last_is_one_big_tie():
+    model = RepeatLast(n_items=6)
+    items = np.array([3, 3, 5, 2])
+    # targets at 1 (3 after 3: hit), 2 (5 after 3), 3 (2 after 5)
+    assert model.rank_history(items, np.array([1, 2, 3])).tolist() == [1.0, 4.0, 4.0]
+    # miss: 1 + the last item + 4 other items tied at 0 / 2 = 1 + 1 + 2 = 4
+    scores = model.scores(items[:2])
+    assert scores.tolist() == [NEG, 0, 0, 1, 0, 0, 0]
+    full = tie_aware_rank(torch.from_numpy(scores[None, :]), torch.tensor([5])).tolist()
+    assert full == [4.0]
+
+
+def test_popularity_scores_on_a_hand_built_context():
+    # catalogue of 4 items, training counts g = 5, 3, 0, 2 (E = 10); context 1, 1, 3 (n = 3)
+    model = Popularity(np.array([0, 5, 3, 0, 2]))
+    scores = model.scores(np.array([1, 1, 3]))
+    expected = [
+        NEG,
+        0.7 * 2 / 3 + 0.3 * 6 / 14,
+        0.7 * 0 / 3 + 0.3 * 4 / 14,
+        0.7 * 1 / 3 + 0.3 * 1 / 14,
+        0.7 * 0 / 3 + 0.3 * 3 / 14,
+    ]
+    assert scores.tolist() == pytest.approx(expected)
+    # order: item 1 (.5952), item 3 (.2548), item 2 (.0857), item 4 (.0643)
+    items = np.array([1, 1, 3, 0])
+    for target, rank in ((1, 1.0), (3, 2.0), (2, 3.0), (4, 4.0)):
+        items[3] = target
+        assert model.rank_history(items, np.array([3])).tolist() == [rank]
+
+
+def test_popularity_exact_tie_between_user_and_global_terms():
+    # g = 0, 14, 0, 0 (E = 14, N = 4, E + N = 18); context 1, 3, 3 (n = 3):
+    # item 1: .7/3 + .3/18 = .25; item 2: .3 * 15/18 = .25 (a tie no float sum guarantees);
+    # item 3: .7 * 2/3 + .3/18 = .483; item 4: .3/18 = .017.
+    model = Popularity(np.array([0, 0, 14, 0, 0]))
+    items = np.array([1, 3, 3, 0])
+    for target, rank in ((1, 2.5), (2, 2.5), (3, 1.0), (4, 4.0)):
+        items[3] = target
+        assert model.rank_history(items, np.array([3])).tolist() == [rank]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(0, 6), min_size=1, max_size=8),
+    st.lists(st.integers(1, 8), min_size=2, max_size=30),
+)
+def test_popularity_fast_rank_equals_the_full_score_rank(counts, history):
+    """The integer shortcut agrees with ranking the full float score vector, ties included."""
+    train_counts = np.array([0, *counts, 0, 0, 0, 0, 0, 0, 0, 0])[:9]
+    model = Popularity(train_counts)
+    items = np.array(history)
+    targets = np.arange(1, len(items))
+    fast = model.rank_history(items, targets)
+    for t, rank in zip(targets, fast, strict=True):
+        # exact rationals scaled to integers, as floats would blur ties
+        user = np.bincount(items[:t], minlength=9)[:9]
+        scaled = 7 * user * model.denominator + 3 * t * (train_counts + 1)
+        scaled = scaled.astype(np.float64)
+        scaled[0] = NEG
+        full = tie_aware_rank(torch.tensor([scaled]), torch.tensor([items[t]])).item()
+        assert rank == full
+
+
+def test_context_windows_never_include_the_target():
+    items = np.array([11, 12, 13, 14, 15])
+    windows = context_windows(items, np.array([1, 3, 4]), 3)
+    assert windows.tolist() == [[0, 0, 11], [11, 12, 13], [12, 13, 14]]
