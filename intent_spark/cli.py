@@ -117,8 +117,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _models_conf(args: argparse.Namespace):
-    from intent_spark.modeling import load_models_conf, with_steps
+    from intent_spark.modeling import check_model, load_models_conf, with_steps
 
+    check_model(args.model)
     return with_steps(load_models_conf(args.models_conf), args.steps)
 
 

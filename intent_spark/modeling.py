@@ -218,8 +218,8 @@ def score(
     import mlflow
 
     check_model(model)
-    run = find_run(tracking_uri, dataset, model, run_id)
     stamp = _stamp_digest(inputs_stamp(spark, lake, dataset, conf.context, conf.max_tokens))
+    run = find_run(tracking_uri, dataset, model, run_id)
     if run.data.params.get("inputs_stamp") != stamp:
         raise IntentError(
             f"{dataset} {model}: MLflow run {run.info.run_id} was trained on another split or input settings; "

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from intent_spark import schema as S
 from intent_spark.cells import cell_name, label_events, seen_items, training_events
 from intent_spark.holdout import is_held_out
-from intent_spark.io import read_table
+from intent_spark.io import read_table, table_path
 from intent_spark.splitting import compute_checksums
 
 MAX_TARGETS_PER_PERIOD = 100
@@ -41,11 +41,13 @@ def check_split(
     holdout: DataFrame,
     targets: DataFrame,
     counts: DataFrame,
+    model_inputs: tuple[DataFrame, DataFrame] | None = None,
 ) -> list[CheckResult]:
     """All checks of one split (``split`` is its row of the splits table, as a dict).
 
     ``population`` is the split's events: all events for the test split, the test split's
-    training events for the validation split.
+    training events for the validation split. ``model_inputs`` is the split's (catalogue,
+    train_sequences) when the train stage has built them.
     """
     name = split[S.SPLIT]
     cutoff = split[S.CUTOFF]
@@ -129,6 +131,27 @@ def check_split(
         ~F.col("n_users").eqNullSafe(F.col("_users")) | ~F.col("n_targets").eqNullSafe(F.col("_targets"))
     )
     record("counts_reconcile", reconciled, "split_counts differ from the targets table")
+    if model_inputs is not None:
+        catalogue, sequences = model_inputs
+        record(
+            "model_inputs_before_cutoff",
+            sequences.where(F.col(S.LAST_TS) >= F.lit(cutoff)),
+            "a training sequence holds an event at or after the cutoff",
+        )
+        record(
+            "model_inputs_known_users",
+            sequences.join(truth.where(F.col(S.IS_NEW)), S.USER_ID),
+            "a held-out user's events are in the training sequences",
+        )
+        trained = training.groupBy(S.ITEM_ID).agg(F.count(F.lit(1)).alias("_count"))
+        record(
+            "catalogue_counts_training_only",
+            catalogue.join(trained, S.ITEM_ID, "full_outer").where(
+                ~F.coalesce(F.col("_count"), F.lit(0)).eqNullSafe(F.col(S.TRAIN_COUNT))
+                | (F.col(S.SEEN) != (F.coalesce(F.col("_count"), F.lit(0)) > 0))
+            ),
+            "a catalogue item's training count or seen flag differs from the training events",
+        )
     return count_violations(dataset, name, pending)
 
 
@@ -160,7 +183,15 @@ def verify_dataset(spark: SparkSession, lake: str, dataset: str) -> list[CheckRe
         ]
     test_holdout = holdout.where(F.col(S.SPLIT) == S.TEST).drop(S.SPLIT, S.DATASET)
     val_holdout = holdout.where(F.col(S.SPLIT) == S.VAL).drop(S.SPLIT, S.DATASET)
-    results = check_split(dataset, splits[S.TEST], events, test_holdout, targets, counts)
+    results = check_split(
+        dataset,
+        splits[S.TEST],
+        events,
+        test_holdout,
+        targets,
+        counts,
+        _model_inputs(spark, lake, dataset, S.TEST),
+    )
     # The validation population is the test split's training data: known users, before the cutoff.
     test_new = test_holdout.where(F.col(S.IS_NEW)).select(S.USER_ID)
     results.append(
@@ -175,7 +206,15 @@ def verify_dataset(spark: SparkSession, lake: str, dataset: str) -> list[CheckRe
     val_population = events.where(F.col(S.TS) < F.lit(splits[S.TEST][S.CUTOFF])).join(
         test_holdout.where(~F.col(S.IS_NEW)).select(S.USER_ID), S.USER_ID
     )
-    results += check_split(dataset, splits[S.VAL], val_population, val_holdout, targets, counts)
+    results += check_split(
+        dataset,
+        splits[S.VAL],
+        val_population,
+        val_holdout,
+        targets,
+        counts,
+        _model_inputs(spark, lake, dataset, S.VAL),
+    )
     # One row per checksummed table.
     stored = {r.table: (r.rows, r.checksum) for r in read_table(spark, lake, S.CHECKSUMS, dataset).collect()}
     for table, value in compute_checksums(spark, lake, dataset).items():
@@ -183,6 +222,23 @@ def verify_dataset(spark: SparkSession, lake: str, dataset: str) -> list[CheckRe
         detail = f"manifest {stored.get(table)} but recomputed {value}" if differs else ""
         results.append(CheckResult(dataset, "-", f"checksum_{table}", int(differs), detail))
     return results
+
+
+def _model_inputs(
+    spark: SparkSession, lake: str, dataset: str, split: str
+) -> tuple[DataFrame, DataFrame] | None:
+    """The split's catalogue and training sequences, when the train stage has written them."""
+    from delta.tables import DeltaTable
+
+    if not all(DeltaTable.isDeltaTable(spark, table_path(lake, t)) for t in (S.CATALOGUE, S.TRAIN_SEQUENCES)):
+        return None
+    frames = tuple(
+        read_table(spark, lake, t, dataset).where(F.col(S.SPLIT) == split)
+        for t in (S.CATALOGUE, S.TRAIN_SEQUENCES)
+    )
+    if frames[0].isEmpty():
+        return None
+    return frames
 
 
 def lake_datasets(spark: SparkSession, lake: str) -> list[str]:

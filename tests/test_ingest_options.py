@@ -153,8 +153,14 @@ def test_cli_unknown_dataset_and_later_stage(tmp_path, capsys):
         "intent ingest: error: unknown dataset 'nope'; built-in: amazon_benchmark_csv, amazon_benchmark_split, "
         "amazon_hk, hm, kuairand, microlens, movielens_100k, movielens_recbole_100k, rees46, yelp_reviews"
     )
-    assert main(["train", "--dataset", "rees46", "--model", "sasrec", "--lake", str(tmp_path)]) == 2
-    assert "intent train: not yet available" in capsys.readouterr().err
+    assert main(["train", "--dataset", "rees46", "--model", "bert4rec", "--lake", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "intent train: error: unknown model 'bert4rec' (known: popularity, repeat_last, sasrec, sasrec_f)"
+    )
+    assert main(["score", "--dataset", "rees46", "--model", "sasrec", "--lake", str(tmp_path / "lake")]) == 2
+    assert "/checksums: no such table in the lake" in capsys.readouterr().err
+    assert main(["evaluate", "--dataset", "rees46", "--lake", str(tmp_path)]) == 2
+    assert "intent evaluate: not yet available" in capsys.readouterr().err
 
 
 def test_cli_generate_writes_release(tmp_path, capsys):

@@ -176,3 +176,45 @@ def test_scoring_again_gives_identical_ranks(spark, toy, toy_ranks):
     again = {(r.split, r.model, r.seq): r.rank for r in read_table(spark, lake, S.RANKS, "toy").collect()}
     assert again == ranks
     assert np.isfinite(list(again.values())).all()
+
+
+def test_verify_checks_the_model_inputs_and_catches_a_leak(spark, toy):
+    from datetime import datetime
+
+    from intent_spark.verify import check_split, verify_dataset
+
+    lake, _ = toy
+    results = verify_dataset(spark, lake, "toy")
+    names = {r.name for r in results}
+    assert {
+        "model_inputs_before_cutoff",
+        "model_inputs_known_users",
+        "catalogue_counts_training_only",
+    } <= names
+    assert [r for r in results if not r.ok] == []
+
+    split = read_table(spark, lake, S.SPLITS, "toy").where(F.col(S.SPLIT) == "test").first().asDict()
+    holdout = (
+        read_table(spark, lake, S.HOLDOUT, "toy").where(F.col(S.SPLIT) == "test").drop(S.SPLIT, S.DATASET)
+    )
+    catalogue = read_table(spark, lake, S.CATALOGUE, "toy").where(F.col(S.SPLIT) == "test")
+    sequences = read_table(spark, lake, S.TRAIN_SEQUENCES, "toy").where(F.col(S.SPLIT) == "test")
+    # u02's chunk reaching its Apr 5 event (z = 8), and a held-out user's chunk
+    leaked = spark.createDataFrame(
+        [
+            ("toy", "test", "u02", 2, [0, 4, 8], datetime(2024, 4, 5, 12)),
+            ("toy", "test", "u06", 0, [0, 3, 7], datetime(2024, 2, 10)),
+        ],
+        S.TRAIN_SEQUENCES_SCHEMA,
+    )
+    results = check_split(
+        "toy",
+        split,
+        read_table(spark, lake, S.EVENTS, "toy"),
+        holdout,
+        read_table(spark, lake, S.TARGETS, "toy"),
+        read_table(spark, lake, S.SPLIT_COUNTS, "toy"),
+        (catalogue, sequences.unionByName(leaked)),
+    )
+    failed = {r.name: r.violations for r in results if not r.ok}
+    assert failed == {"model_inputs_before_cutoff": 1, "model_inputs_known_users": 1}
