@@ -23,7 +23,7 @@ from intent_spark.readers import UserBlock
 from models.popularity import Popularity
 from models.repeat_last import RepeatLast
 from models.sasrec import NegativeSampler, SASRec, SASRecConf, SASRecF
-from models.scoring import rank_blocks, score_batch_size
+from models.scoring import rank_blocks, rows_per_chunk
 from models.training import pick_device
 
 CONF = SASRecConf()
@@ -55,11 +55,21 @@ def build(model: str, n_items: int, device: torch.device):
     return SASRecF(n_items, n_items, CONF, tokens, 5000).to(device)
 
 
-def time_scoring(model, blocks, n_items: int, device: torch.device) -> float:
-    batch = score_batch_size(n_items, CONF.score_batch_items)
+def chunk_items(device: torch.device) -> int:
+    return CONF.score_chunk_items_gpu if device.type == "cuda" else CONF.score_chunk_items
+
+
+def time_scoring(model, blocks, device: torch.device) -> float:
     start = time.perf_counter()
     done = 0
-    for seqs, _ in rank_blocks(model, blocks, context=CONF.context, batch_size=batch, device=device):
+    for seqs, _ in rank_blocks(
+        model,
+        blocks,
+        context=CONF.context,
+        batch_size=CONF.score_batch,
+        chunk_items=chunk_items(device),
+        device=device,
+    ):
         done += seqs.shape[0]
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -67,20 +77,22 @@ def time_scoring(model, blocks, n_items: int, device: torch.device) -> float:
 
 
 def matmul_limit(targets: int, n_items: int, device: torch.device) -> tuple[float, float]:
-    """Targets per second of the bare score product at the scoring batch size, and its GFLOP/s."""
-    batch = score_batch_size(n_items, CONF.score_batch_items)
-    states = torch.randn(batch, CONF.dims, device=device)
-    catalogue = torch.randn(n_items + 1, CONF.dims, device=device)
-    (states @ catalogue.T).sum()
-    rounds = max(1, targets // batch)
-    start = time.perf_counter()
-    for _ in range(rounds):
-        scores = states @ catalogue.T
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    seconds = time.perf_counter() - start
-    del scores
-    return rounds * batch / seconds, 2 * rounds * batch * CONF.dims * (n_items + 1) / seconds / 1e9
+    """Targets per second of the bare (rows x 64) @ (64 x items) product, the best over row
+    counts from the scoring chunk up to 1,024 (the limit scoring cannot beat), and its GFLOP/s."""
+    catalogue = torch.randn(n_items, CONF.dims, device=device)
+    best = 0.0
+    for rows in sorted({rows_per_chunk(n_items, chunk_items(device)), 64, 256, 1024}):
+        states = torch.randn(rows, CONF.dims, device=device)
+        (states @ catalogue.T).sum()
+        rounds = max(3, targets // rows)
+        start = time.perf_counter()
+        for _ in range(rounds):
+            scores = states @ catalogue.T
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        best = max(best, rounds * rows / (time.perf_counter() - start))
+        del scores
+    return best, 2 * best * CONF.dims * n_items / 1e9
 
 
 def time_training(model_name: str, n_items: int, device: torch.device, steps: int) -> dict:
@@ -130,7 +142,7 @@ def main() -> None:
         targets = args.users * args.targets_per_user
         limit, gflops = matmul_limit(targets, n_items, device)
         for name in ("popularity", "repeat_last", "sasrec", "sasrec_f"):
-            rate = time_scoring(build(name, n_items, device), blocks, n_items, device)
+            rate = time_scoring(build(name, n_items, device), blocks, device)
             row = {"model": name, "items": n_items, "targets": targets, "targets_per_second": round(rate, 1)}
             if name in ("sasrec", "sasrec_f"):
                 row["matmul_targets_per_second"] = round(limit, 1)

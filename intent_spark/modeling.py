@@ -240,7 +240,6 @@ def score(
             seconds, written = _rank_split(
                 fitted,
                 urls,
-                arrays.n_items,
                 conf,
                 device,
                 f"{staging}/{split}.parquet",
@@ -255,16 +254,16 @@ def score(
     return rows
 
 
-def _rank_split(fitted, urls, n_items, conf, device, out_path, expected, progress) -> tuple[float, int]:
+def _rank_split(fitted, urls, conf, device, out_path, expected, progress) -> tuple[float, int]:
     """Rank one split's targets and stage ``seq, rank`` as Parquet; return (seconds, targets)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from intent_spark.ingest.files import filesystem
-    from models.scoring import rank_blocks, score_batch_size
+    from models.scoring import rank_blocks
 
-    budget = conf.sasrec("sasrec").score_batch_items
-    batch = score_batch_size(n_items, budget)
+    settings = conf.sasrec(fitted.name) if fitted.name in NEURAL else conf.sasrec("sasrec")
+    chunk = settings.score_chunk_items_gpu if device.type == "cuda" else settings.score_chunk_items
     start = time.monotonic()
     last_report = [start]
 
@@ -282,7 +281,13 @@ def _rank_split(fitted, urls, n_items, conf, device, out_path, expected, progres
     written = 0
     with fs.open_output_stream(path) as sink, pq.ParquetWriter(sink, schema) as writer:
         for seqs, ranks in rank_blocks(
-            fitted, user_blocks(urls), context=conf.context, batch_size=batch, device=device, progress=report
+            fitted,
+            user_blocks(urls),
+            context=conf.context,
+            batch_size=settings.score_batch,
+            chunk_items=chunk,
+            device=device,
+            progress=report,
         ):
             writer.write_table(pa.table({S.SEQ: seqs, S.RANK: ranks}, schema=schema))
             written += seqs.shape[0]

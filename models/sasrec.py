@@ -34,7 +34,9 @@ class SASRecConf:
     shuffle_buffer: int = 10_000
     seed: int = 0
     id_dropout: float = 0.5
-    score_batch_items: int = 16_000_000  # batch x catalogue floats per scoring step
+    score_batch: int = 1024  # contexts encoded at once when scoring
+    score_chunk_items: int = 2_000_000  # scores ranked at once on the CPU (cache-sized)
+    score_chunk_items_gpu: int = 256_000_000
 
 
 class SASRec(nn.Module):

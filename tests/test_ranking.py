@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from models.popularity import Popularity
-from models.ranking import tie_aware_rank
+from models.ranking import rank_within_scorable, tie_aware_rank
 from models.repeat_last import RepeatLast
 from models.scoring import context_windows
 
@@ -113,3 +113,19 @@ def test_context_windows_never_include_the_target():
     items = np.array([11, 12, 13, 14, 15])
     windows = context_windows(items, np.array([1, 3, 4]), 3)
     assert windows.tolist() == [[0, 0, 11], [11, 12, 13], [12, 13, 14]]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.sampled_from([NEG, 0.0, 0.5, 1.0, 2.0]), min_size=2, max_size=12),
+    st.integers(0, 11),
+)
+def test_rank_within_scorable_equals_the_full_rank(values, pick):
+    """Scoring only the scorable columns (and counting the -inf ones) changes no rank."""
+    full = torch.tensor([[NEG, *values]], dtype=torch.float64)
+    target = 1 + pick % len(values)
+    columns = [i for i, v in enumerate(values, start=1) if v != NEG]
+    sub = full[:, columns] if columns else torch.zeros((1, 0), dtype=torch.float64)
+    column = columns.index(target) if target in columns else -1
+    got = rank_within_scorable(sub, torch.tensor([column]), len(values) - len(columns))
+    assert got.item() == tie_aware_rank(full, torch.tensor([target])).item()
