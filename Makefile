@@ -40,8 +40,9 @@ lint: setup ## ruff check and format check
 	$(VENV)/bin/ruff format --check intent_spark models jobs tests
 
 BENCH_EVENTS ?= 5000000
-bench: setup ## ingest throughput on generated REES46 data (BENCH_EVENTS=5000000); see BENCHMARKS.md
+bench: setup ## ingest throughput on generated REES46 data (BENCH_EVENTS=5000000), then model throughput; see BENCHMARKS.md
 	$(PY) bench/ingest_bench.py --dataset rees46 --events $(BENCH_EVENTS)
+	cd bench && ../$(PY) model_bench.py --out results/models.json
 
 clean: ## remove demo output and caches (keeps .venv and .jars)
 	rm -rf demo spark-warehouse .pytest_cache

@@ -122,7 +122,7 @@ def time_training(model_name: str, n_items: int, device: torch.device, steps: in
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--train-items", type=int, nargs="+", default=[10_000, 1_000_000])
+    parser.add_argument("--train-items", type=int, nargs="*", default=[10_000, 1_000_000])
     parser.add_argument("--users", type=int, default=200)
     parser.add_argument("--targets-per-user", type=int, default=20)
     parser.add_argument("--history", type=int, default=200)
