@@ -149,32 +149,17 @@ def train(
             folder = Path(tmp) / split
             folder.mkdir()
             if model in NEURAL:
-                sasrec_conf = conf.sasrec(model)
-                torch.manual_seed(sasrec_conf.seed)
                 urls = split_files(spark, lake, S.TRAIN_SEQUENCES, dataset, split)
-                batches = training_batches(
-                    urls, sasrec_conf.batch_size, sasrec_conf.shuffle_buffer, sasrec_conf.seed
-                )
-                sampler = None
-                if arrays.n_trained > sasrec_conf.full_softmax_max_items:
-                    sampler = NegativeSampler(
-                        torch.from_numpy(arrays.train_counts[: arrays.n_trained + 1]), sasrec_conf.negatives
-                    )
-                from models.training import fit
-
-                stats = fit(
+                stats = _fit_neural(
                     fitted,
-                    batches,
-                    steps=sasrec_conf.steps,
-                    learning_rate=sasrec_conf.learning_rate,
-                    weight_decay=sasrec_conf.weight_decay,
-                    sampler=sampler,
-                    device=device,
-                    progress=lambda line, split=split: progress(f"{dataset} {model} {split}: {line}"),
+                    arrays,
+                    conf.sasrec(model),
+                    urls,
+                    device,
+                    lambda line, split=split: progress(f"{dataset} {model} {split}: {line}"),
                 )
-                batches.close()
-                mlflow.log_metrics({f"train.{split}.{k}": v for k, v in stats.items()})
-                meta["loss"] = "sampled_softmax" if sampler else "full_softmax"
+                mlflow.log_metrics({f"train.{split}.{k}": v for k, v in stats.items() if k != "loss"})
+                meta["loss"] = stats["loss"]
                 torch.save(fitted.state_dict(), folder / "state.pt")
             elif model == "popularity":
                 np.save(folder / "train_counts.npy", arrays.train_counts)
@@ -182,6 +167,35 @@ def train(
             progress(f"{dataset} {model} {split}: {arrays.n_items:,} items, {arrays.n_trained:,} trained")
         mlflow.log_artifacts(tmp, artifact_path="model")
         return run.info.run_id
+
+
+def _fit_neural(fitted, arrays, settings: SASRecConf, urls: list[str], device, progress) -> dict[str, Any]:
+    """Train SASRec or SASRec-F on one split's training sequences, read through Petastorm."""
+    import torch
+
+    from models.training import fit
+
+    torch.manual_seed(settings.seed)
+    sampler = None
+    if arrays.n_trained > settings.full_softmax_max_items:
+        counts = torch.from_numpy(arrays.train_counts[: arrays.n_trained + 1])
+        sampler = NegativeSampler(counts, settings.negatives)
+    batches = training_batches(urls, settings.batch_size, settings.shuffle_buffer, settings.seed)
+    try:
+        stats: dict[str, Any] = fit(
+            fitted,
+            batches,
+            steps=settings.steps,
+            learning_rate=settings.learning_rate,
+            weight_decay=settings.weight_decay,
+            sampler=sampler,
+            device=device,
+            progress=progress,
+        )
+    finally:
+        batches.close()  # stops the Petastorm reader
+    stats["loss"] = "sampled_softmax" if sampler else "full_softmax"
+    return stats
 
 
 def load_model(model: str, folder: Path, arrays, conf: ModelsConf, device):
