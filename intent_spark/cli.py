@@ -164,7 +164,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Generate (synthetic sources), ingest, split, verify, train and score every dataset of a run conf."""
     from intent_spark.generate import generate_release
     from intent_spark.ingest import ingest_source
-    from intent_spark.modeling import load_models_conf, score, train
+    from intent_spark.modeling import check_model, load_models_conf, score, train
     from intent_spark.session import build_session
     from intent_spark.split_report import write_split_report
     from intent_spark.splitting import load_split_conf, run_split
@@ -173,6 +173,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     run = load_yaml(Path(args.conf))
     models = list(run.get("models", []))
+    for model in models:
+        check_model(model)  # before hours of ingest, not after
     models_conf = load_models_conf(run.get("models_conf"), run.get("model_overrides"))
     base = Path(run.get("workdir", "demo"))
     lake = str(args.lake or run.get("lake", base / "lake"))
