@@ -62,7 +62,7 @@ def chunk_items(device: torch.device) -> int:
 def time_scoring(model, blocks, device: torch.device) -> float:
     start = time.perf_counter()
     done = 0
-    for seqs, _ in rank_blocks(
+    for seqs, *_ in rank_blocks(
         model,
         blocks,
         context=CONF.context,

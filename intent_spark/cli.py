@@ -12,7 +12,6 @@ from intent_spark.errors import IntentError
 from intent_spark.progress import reporter
 
 LATER_STAGES = {
-    "evaluate": "the metrics table",
     "report": "tables and figures",
 }
 
@@ -160,10 +159,28 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from intent_spark.metrics import evaluate
+    from intent_spark.session import build_session
+    from intent_spark.splitting import load_split_conf
+    from intent_spark.tracking import default_tracking_uri
+
+    floor = load_split_conf(args.conf or CONF_DIR / "split.yaml", args.dataset).floor_users
+    uri = None if args.no_mlflow else default_tracking_uri(args.lake, args.tracking_uri)
+    report = reporter("evaluate")
+    spark = build_session("intent-evaluate", _spark_overrides(args))
+    rows = evaluate(spark, args.lake, args.dataset, floor_users=floor, tracking_uri=uri, progress=report)
+    report(
+        f"{args.dataset}: {rows:,} metric rows in {args.lake}/metrics, per-user scores in {args.lake}/user_metrics"
+    )
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Generate (synthetic sources), ingest, split, verify, train and score every dataset of a run conf."""
     from intent_spark.generate import generate_release
     from intent_spark.ingest import ingest_source
+    from intent_spark.metrics import evaluate
     from intent_spark.modeling import check_model, load_models_conf, score, train
     from intent_spark.session import build_session
     from intent_spark.split_report import write_split_report
@@ -214,6 +231,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             train(spark, lake, name, model, models_conf, tracking_uri=uri, progress=report)
             rows = score(spark, lake, name, model, models_conf, tracking_uri=uri, progress=report)
             report(f"{name} {model}: {rows:,} ranks")
+        if models:
+            floor = load_split_conf(split_conf_path, name).floor_users
+            evaluate(spark, lake, name, floor_users=floor, tracking_uri=uri, progress=report)
     if models:
         report(f"MLflow runs: mlflow ui --backend-store-uri {uri}")
     report(f"done: lake at {lake}; split reports in {folder if names else '-'}")
@@ -268,6 +288,17 @@ def build_parser() -> argparse.ArgumentParser:
             )
         _add_spark_flags(stage)
         stage.set_defaults(func=func)
+
+    ev = commands.add_parser(
+        "evaluate", help="ranks -> user_metrics and metrics (95% intervals), MLflow metrics"
+    )
+    ev.add_argument("--dataset", required=True)
+    ev.add_argument("--lake", required=True)
+    ev.add_argument("--conf", help="split conf for the population floor (default conf/split.yaml)")
+    ev.add_argument("--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)")
+    ev.add_argument("--no-mlflow", action="store_true", help="write the tables only")
+    _add_spark_flags(ev)
+    ev.set_defaults(func=cmd_evaluate)
 
     run = commands.add_parser("run", help="the whole chain for the datasets in a run conf")
     run.add_argument("--conf", required=True)

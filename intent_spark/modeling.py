@@ -291,10 +291,10 @@ def _rank_split(fitted, urls, conf, device, out_path, expected, progress) -> tup
 
     fs, path = filesystem(out_path)
     fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-    schema = pa.schema([(S.SEQ, pa.int64()), (S.RANK, pa.float64())])
+    schema = pa.schema([(S.SEQ, pa.int64()), (S.RANK, pa.float64()), (S.TIED, pa.int64())])
     written = 0
     with fs.open_output_stream(path) as sink, pq.ParquetWriter(sink, schema) as writer:
-        for seqs, ranks in rank_blocks(
+        for seqs, ranks, ties in rank_blocks(
             fitted,
             user_blocks(urls),
             context=conf.context,
@@ -303,7 +303,7 @@ def _rank_split(fitted, urls, conf, device, out_path, expected, progress) -> tup
             device=device,
             progress=report,
         ):
-            writer.write_table(pa.table({S.SEQ: seqs, S.RANK: ranks}, schema=schema))
+            writer.write_table(pa.table({S.SEQ: seqs, S.RANK: ranks, S.TIED: ties}, schema=schema))
             written += seqs.shape[0]
     if written != expected:
         raise IntentError(f"scored {written:,} targets but the split has {expected:,}")
@@ -321,7 +321,7 @@ def _write_ranks(spark: SparkSession, lake: str, dataset: str, model: str, stagi
         parts.append(staged)
     staged = parts[0].unionByName(parts[1])
     ranks = targets.join(staged, [S.SPLIT, S.SEQ]).select(
-        S.DATASET, S.SPLIT, S.CELL, F.lit(model).alias(S.MODEL), S.USER_ID, S.SEQ, S.RANK
+        S.DATASET, S.SPLIT, S.CELL, F.lit(model).alias(S.MODEL), S.USER_ID, S.SEQ, S.RANK, S.TIED
     )
     write_dataset(ranks, lake, S.RANKS, dataset, model=model)
     fs, path = filesystem(staging)

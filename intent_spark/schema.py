@@ -229,6 +229,7 @@ RANKS = "ranks"
 
 MODEL = "model"
 RANK = "rank"
+TIED = "tied"  # other items tying with the target (its tie group has tied + 1 items)
 ITEM_INDEX = "item_index"
 SEEN = "seen"
 TRAIN_COUNT = "train_count"
@@ -293,6 +294,7 @@ RANKS_SCHEMA = StructType(
         StructField(USER_ID, StringType(), False),
         StructField(SEQ, LongType(), False),
         StructField(RANK, DoubleType(), False),
+        StructField(TIED, LongType(), False),
     ]
 )
 
@@ -313,3 +315,27 @@ TABLE_PARTITIONS = {
     SCORE_EVENTS: (DATASET, SPLIT),
     RANKS: (DATASET, MODEL),
 }
+
+# --- metrics (SPEC 5 and 8) ---
+METRICS_TABLE = "metrics"
+USER_METRICS = "user_metrics"
+
+METRICS_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(SPLIT, StringType(), False),
+        StructField(CELL, StringType(), False),
+        StructField(MODEL, StringType(), False),
+        StructField("metric", StringType(), False),
+        StructField("k", IntegerType(), False),
+        StructField("value", DoubleType(), False),
+        StructField("ci_low", DoubleType(), True),
+        StructField("ci_high", DoubleType(), True),
+        StructField("n_users", LongType(), False),
+        StructField("n_targets", LongType(), False),
+        StructField("below_floor", BooleanType(), False),
+    ]
+)
+
+TABLE_SCHEMAS[METRICS_TABLE] = METRICS_SCHEMA
+TABLE_PARTITIONS[USER_METRICS] = (DATASET, MODEL)

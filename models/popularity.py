@@ -40,19 +40,24 @@ class Popularity:
         return scores
 
     def rank_history(self, items: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """Ranks of ``items[t]`` given the context ``items[:t]``, for each t in ``targets``.
+        """Ranks of ``items[t]`` given the context ``items[:t]``, for each t in ``targets``."""
+        return self.rank_and_ties(items, targets)[0]
+
+    def rank_and_ties(self, items: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Ranks, and how many other items tie with each target.
 
         ``items`` is one user's history in (ts, seq) order; ``targets`` ascending positions >= 1.
         """
         items = np.asarray(items, dtype=np.int64)
         targets = np.asarray(targets, dtype=np.int64)
         if targets.size == 0:
-            return np.zeros(0, dtype=np.float64)
+            return np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.int64)
         distinct, inverse = np.unique(items[: targets[-1] + 1], return_inverse=True)
         g1 = self.train_counts[distinct] + 1
         counts = np.zeros(distinct.shape[0], dtype=np.int64)
         user_scale = USER_WEIGHT_TENTHS * self.denominator
         ranks = np.empty(targets.shape[0], dtype=np.float64)
+        ties = np.empty(targets.shape[0], dtype=np.int64)
         counted = 0
         for k, position in enumerate(targets):
             np.add.at(counts, inverse[counted:position], 1)
@@ -77,4 +82,5 @@ class Popularity:
                 level - np.count_nonzero(global_part == target_score) + np.count_nonzero(own == target_score)
             )
             ranks[k] = 1.0 + higher + (tied - 1) / 2.0
-        return ranks
+            ties[k] = tied - 1
+        return ranks, ties

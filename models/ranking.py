@@ -25,21 +25,24 @@ def tie_aware_rank(scores: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 def rank_within_scorable(
     scores: torch.Tensor, target_columns: torch.Tensor, n_unscorable: int
-) -> torch.Tensor:
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The same rank when only the M scorable items were scored: ``scores`` is (B, M).
 
     ``target_columns`` holds each target's column in ``scores``, or -1 when the model cannot
     score the target. The ``n_unscorable`` other items all sit at ``-inf``: below every scorable
-    target, and in one tie with an unscorable one (1 + M + (n_unscorable - 1) / 2).
+    target, and in one tie with an unscorable one (1 + M + (n_unscorable - 1) / 2). Returns the
+    ranks and, per target, how many other items tie with it.
     """
     bottom = torch.full(
         target_columns.shape, 1.0 + scores.shape[1] + (n_unscorable - 1) / 2.0, dtype=torch.float64
     )
     bottom = bottom.to(scores.device)
+    bottom_ties = torch.full(target_columns.shape, n_unscorable - 1, dtype=torch.long, device=scores.device)
     if scores.shape[1] == 0:
-        return bottom
+        return bottom, bottom_ties
     scorable = target_columns >= 0
     target_scores = scores.gather(1, target_columns.clamp(min=0).view(-1, 1))
     higher = (scores > target_scores).sum(dim=1).to(torch.float64)
-    tied = ((scores == target_scores).sum(dim=1) - 1).to(torch.float64)
-    return torch.where(scorable, 1.0 + higher + tied / 2.0, bottom)
+    tied = (scores == target_scores).sum(dim=1) - 1
+    ranks = torch.where(scorable, 1.0 + higher + tied.to(torch.float64) / 2.0, bottom)
+    return ranks, torch.where(scorable, tied, bottom_ties)

@@ -19,7 +19,11 @@ class RepeatLast:
 
     def rank_history(self, items: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """1 when the target repeats the previous item, else 1 + 1 + (N - 2) / 2."""
+        return self.rank_and_ties(items, targets)[0]
+
+    def rank_and_ties(self, items: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Ranks, and the other items tied with each target: none on a hit, N - 2 on a miss."""
         items = np.asarray(items)
         targets = np.asarray(targets, dtype=np.int64)
         hit = items[targets] == items[targets - 1]
-        return np.where(hit, 1.0, 2.0 + (self.n_items - 2) / 2.0)
+        return np.where(hit, 1.0, 2.0 + (self.n_items - 2) / 2.0), np.where(hit, 0, self.n_items - 2)

@@ -44,16 +44,16 @@ def rank_blocks(
     device: torch.device,
     progress: Callable[[int], None] = lambda _: None,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Yield ``(seqs, ranks)`` arrays for the targets of the blocks, in batches.
+    """Yield ``(seqs, ranks, ties)`` arrays for the targets of the blocks, in batches.
 
     ``batch_size`` contexts are encoded at once; their scores are ranked ``chunk_items`` scores
     at a time. Each row's scores come from one product, so equal item vectors tie exactly.
     """
-    if hasattr(model, "rank_history"):
+    if hasattr(model, "rank_and_ties"):
         done = 0
         for block in blocks:
             if block.targets.size:
-                yield block.seqs, model.rank_history(block.items, block.targets)
+                yield (block.seqs, *model.rank_and_ties(block.items, block.targets))
                 done += block.targets.size
                 progress(done)
         return
@@ -67,18 +67,20 @@ def rank_blocks(
     n_unscorable = model.n_items - columns.shape[0]
     step = rows_per_chunk(columns.shape[0], chunk_items)
 
-    def flush() -> tuple[np.ndarray, np.ndarray]:
+    def flush() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         batch = torch.from_numpy(np.concatenate(contexts)).to(device)
         target_columns = column_of[torch.from_numpy(np.concatenate(wanted)).to(device)]
         with torch.no_grad():
             states = model.encode(batch)[:, -1]
-            ranks = [
+            parts = [
                 rank_within_scorable(
                     states[i : i + step] @ matrix.T, target_columns[i : i + step], n_unscorable
                 )
                 for i in range(0, states.shape[0], step)
             ]
-        return np.concatenate(seqs), torch.cat(ranks).cpu().numpy()
+        ranks = torch.cat([r for r, _ in parts]).cpu().numpy()
+        ties = torch.cat([t for _, t in parts]).cpu().numpy()
+        return np.concatenate(seqs), ranks, ties
 
     contexts, wanted, seqs, pending, done = [], [], [], 0, 0
     for block in blocks:

@@ -159,8 +159,8 @@ def test_cli_unknown_dataset_and_later_stage(tmp_path, capsys):
     )
     assert main(["score", "--dataset", "rees46", "--model", "sasrec", "--lake", str(tmp_path / "lake")]) == 2
     assert "/checksums: no such table in the lake" in capsys.readouterr().err
-    assert main(["evaluate", "--dataset", "rees46", "--lake", str(tmp_path)]) == 2
-    assert "intent evaluate: not yet available" in capsys.readouterr().err
+    assert main(["report", "--lake", str(tmp_path)]) == 2
+    assert "intent report: not yet available" in capsys.readouterr().err
 
 
 def test_cli_generate_writes_release(tmp_path, capsys):

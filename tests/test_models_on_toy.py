@@ -144,6 +144,16 @@ def toy_ranks(spark, toy):
     return {(r.split, r.model, r.seq): r.rank for r in rows}, rows
 
 
+def test_tie_groups_by_hand(toy_ranks):
+    _, rows = toy_ranks
+    tied = {(r.split, r.model, r.seq): r.tied for r in rows}
+    z, y = 6, 40
+    assert tied[("test", "popularity", z)] == 3  # with e, q, y
+    assert tied[("test", "repeat_last", z)] == 6  # every item but d and z scores 0
+    assert tied[("test", "sasrec", z)] == 3
+    assert tied[("test", "sasrec_f", y)] == 1  # with e
+
+
 def test_ranks_cover_every_target_of_every_model(spark, toy, toy_ranks):
     lake, _ = toy
     _, rows = toy_ranks
@@ -218,3 +228,29 @@ def test_verify_checks_the_model_inputs_and_catches_a_leak(spark, toy):
     )
     failed = {r.name: r.violations for r in results if not r.ok}
     assert failed == {"model_inputs_before_cutoff": 1, "model_inputs_known_users": 1}
+
+
+def test_evaluate_writes_metrics_and_mlflow_finds_them_by_name(spark, toy, toy_ranks):
+    import mlflow
+
+    from intent_spark.metrics import evaluate
+    from intent_spark.tracking import EXPERIMENT
+
+    lake, uri = toy
+    evaluate(spark, lake, "toy", floor_users=1000, tracking_uri=uri)
+    metrics = read_table(spark, lake, S.METRICS_TABLE, "toy")
+    z_cell = metrics.where(
+        (F.col(S.SPLIT) == "test")
+        & (F.col(S.CELL) == "known_future_new")
+        & (F.col("metric") == "mrr")
+        & (F.col("k") == 10)
+    )
+    # u02's z and u05's e: both new, so sasrec ties them at 6.5 below the 4 trained items
+    assert z_cell.where(F.col(S.MODEL) == "sasrec").first().value == pytest.approx(1 / 6.5)
+    assert {r.below_floor for r in metrics.collect()} == {True}
+    mlflow.set_tracking_uri(uri)
+    found = mlflow.search_runs(
+        experiment_names=[EXPERIMENT], filter_string="metrics.`test.known_past.ndcg_10` >= 0"
+    )
+    assert sorted(found["tags.intent.model"]) == ["popularity", "repeat_last", "sasrec", "sasrec_f"]
+    assert (found["metrics.test.known_future_new.mrr_10"] > 0).all()

@@ -50,6 +50,7 @@ def test_repeat_last_is_one_big_tie():
     items = np.array([3, 3, 5, 2])
     # targets at 1 (3 after 3: hit), 2 (5 after 3), 3 (2 after 5)
     assert model.rank_history(items, np.array([1, 2, 3])).tolist() == [1.0, 4.0, 4.0]
+    assert model.rank_and_ties(items, np.array([1, 2, 3]))[1].tolist() == [0, 4, 4]
     # miss: 1 + the last item + 4 other items tied at 0 / 2 = 1 + 1 + 2 = 4
     scores = model.scores(items[:2])
     assert scores.tolist() == [NEG, 0, 0, 1, 0, 0, 0]
@@ -82,9 +83,10 @@ def test_popularity_exact_tie_between_user_and_global_terms():
     # item 3: .7 * 2/3 + .3/18 = .483; item 4: .3/18 = .017.
     model = Popularity(np.array([0, 0, 14, 0, 0]))
     items = np.array([1, 3, 3, 0])
-    for target, rank in ((1, 2.5), (2, 2.5), (3, 1.0), (4, 4.0)):
+    for target, rank, tied in ((1, 2.5, 1), (2, 2.5, 1), (3, 1.0, 0), (4, 4.0, 0)):
         items[3] = target
         assert model.rank_history(items, np.array([3])).tolist() == [rank]
+        assert model.rank_and_ties(items, np.array([3]))[1].tolist() == [tied]
 
 
 @settings(max_examples=60, deadline=None)
@@ -127,5 +129,6 @@ def test_rank_within_scorable_equals_the_full_rank(values, pick):
     columns = [i for i, v in enumerate(values, start=1) if v != NEG]
     sub = full[:, columns] if columns else torch.zeros((1, 0), dtype=torch.float64)
     column = columns.index(target) if target in columns else -1
-    got = rank_within_scorable(sub, torch.tensor([column]), len(values) - len(columns))
+    got, tied = rank_within_scorable(sub, torch.tensor([column]), len(values) - len(columns))
     assert got.item() == tie_aware_rank(full, torch.tensor([target])).item()
+    assert tied.item() == sum(v == values[target - 1] for v in values) - 1

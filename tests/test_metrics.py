@@ -1,0 +1,95 @@
+"""Metrics (SPEC 5): hand-computed values with ties, agreement with ranx, interval coverage."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from pyspark.sql import functions as F
+
+from intent_spark import schema as S
+from intent_spark.metrics import KS, METRICS, cell_metrics, metric_column, mlflow_name, user_metrics
+from models.ranking import tie_aware_rank
+
+RANK_COLUMNS = [S.DATASET, S.SPLIT, S.CELL, S.MODEL, S.USER_ID, S.SEQ, S.RANK, S.TIED]
+
+
+def _ranks(spark, rows):
+    return spark.createDataFrame(rows, S.RANKS_SCHEMA)
+
+
+def test_user_and_cell_metrics_by_hand(spark):
+    # user a: ranks 1 and 2.5 (inside a tie of two); user b: rank 11
+    rows = [
+        ("d", "test", "c", "m", "a", 1, 1.0, 0),
+        ("d", "test", "c", "m", "a", 2, 2.5, 1),
+        ("d", "test", "c", "m", "b", 3, 11.0, 0),
+    ]
+    users = user_metrics(_ranks(spark, rows))
+    a = users.where(F.col(S.USER_ID) == "a").first()
+    assert a.ndcg_10 == pytest.approx((1 + 1 / math.log2(3.5)) / 2, abs=1e-12)
+    assert (a.hr_1, a.hr_5, a.precision_5, a.mrr_10) == pytest.approx((0.5, 1.0, 0.2, (1 + 1 / 2.5) / 2))
+    assert (a.n_targets, a.tie_rate) == (2, 0.5)
+    b = users.where(F.col(S.USER_ID) == "b").first()
+    assert (b.ndcg_10, b.hr_10, b.hr_20, b.mrr_20) == pytest.approx((0.0, 0.0, 1.0, 1 / 11))
+
+    cells = {(r.metric, r.k): r for r in cell_metrics(users, floor_users=1000).collect()}
+    ndcg = cells[("ndcg", 10)]
+    a_value = (1 + 1 / math.log2(3.5)) / 2
+    # mean of (a_value, 0); sample sd a_value / sqrt(2); half width 1.96 * sd / sqrt(2)
+    assert ndcg.value == pytest.approx(a_value / 2)
+    assert ndcg.ci_high - ndcg.value == pytest.approx(1.959963984540054 * a_value / 2)
+    assert (ndcg.n_users, ndcg.n_targets, ndcg.below_floor) == (2, 3, True)
+    assert cells[("hr", 1)].value == pytest.approx(0.25)
+    assert cells[("tie_rate", 0)].value == pytest.approx(1 / 3)
+    assert not cell_metrics(users, floor_users=2).first().below_floor
+    assert mlflow_name("test", "known_future_seen", "ndcg", 10) == "test.known_future_seen.ndcg_10"
+
+
+def test_metrics_agree_with_ranx_on_random_rankings(spark):
+    ranx = pytest.importorskip("ranx")
+    rng = np.random.default_rng(3)
+    qrels, run, rows = {}, {}, []
+    for q in range(60):
+        n_docs = int(rng.integers(5, 150))
+        scores = rng.permutation(n_docs).astype(np.float64) + rng.random()  # distinct: no ties
+        relevant = int(rng.integers(0, n_docs))
+        qrels[f"q{q}"] = {f"d{relevant}": 1}
+        run[f"q{q}"] = {f"d{i}": float(s) for i, s in enumerate(scores)}
+        rank = tie_aware_rank(torch.tensor([[-np.inf, *scores]]), torch.tensor([relevant + 1])).item()
+        rows.append(("d", "test", "c", "m", f"q{q}", q, rank, 0))
+    users = {r.user_id: r for r in user_metrics(_ranks(spark, rows)).collect()}
+    names = {"ndcg": "ndcg", "hr": "hit_rate", "recall": "recall", "precision": "precision", "mrr": "mrr"}
+    wanted = [f"{names[m]}@{k}" for m in METRICS for k in KS]
+    reference = ranx.evaluate(
+        ranx.Qrels(qrels), ranx.Run(run), wanted, return_mean=False, make_comparable=True
+    )
+    for metric in METRICS:
+        for k in KS:
+            expected = reference[f"{names[metric]}@{k}"]
+            got = [users[q][metric_column(metric, k)] for q in sorted(qrels)]  # ranx's query order
+            bad = [(q, g, e) for q, (g, e) in enumerate(zip(got, expected, strict=True)) if abs(g - e) > 1e-9]
+            assert not bad, (metric, k, bad[:3])
+
+
+def test_normal_interval_covers_the_true_mean_about_95_percent_of_the_time(spark):
+    """400 cells of 300 users each, per-user scores ~ Beta(2, 5) (mean 2/7): the share of
+    cells whose interval holds 2/7 must be within 0.925-0.975 (binomial sd 0.011 at 0.95)."""
+    rng = np.random.default_rng(11)
+    cells, users = 400, 300
+    values = rng.beta(2, 5, size=(cells, users))
+    rows = []
+    for c in range(cells):
+        for u in range(users):
+            v = float(values[c, u])
+            rows.append(("d", "test", f"cell{c}", "m", f"u{u}", 1, 0.0, *([v] * (len(METRICS) * len(KS)))))
+    columns = [S.DATASET, S.SPLIT, S.CELL, S.MODEL, S.USER_ID, "n_targets", "tie_rate"]
+    columns += [metric_column(m, k) for m in METRICS for k in KS]
+    frame = spark.createDataFrame(rows, columns)
+    result = cell_metrics(frame, floor_users=1000).where((F.col("metric") == "ndcg") & (F.col("k") == 10))
+    truth = 2 / 7
+    covered = result.select(((F.col("ci_low") <= truth) & (truth <= F.col("ci_high"))).cast("int").alias("c"))
+    coverage = covered.agg(F.avg("c")).first()[0]
+    assert 0.925 <= coverage <= 0.975, coverage
