@@ -169,7 +169,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     uri = None if args.no_mlflow else default_tracking_uri(args.lake, args.tracking_uri)
     report = reporter("evaluate")
     spark = build_session("intent-evaluate", _spark_overrides(args))
-    rows = evaluate(spark, args.lake, args.dataset, floor_users=floor, tracking_uri=uri, progress=report)
+    rows = evaluate(
+        spark,
+        args.lake,
+        args.dataset,
+        floor_users=floor,
+        bootstrap=args.bootstrap,
+        tracking_uri=uri,
+        progress=report,
+    )
     report(
         f"{args.dataset}: {rows:,} metric rows in {args.lake}/metrics, per-user scores in {args.lake}/user_metrics"
     )
@@ -297,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--conf", help="split conf for the population floor (default conf/split.yaml)")
     ev.add_argument("--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)")
     ev.add_argument("--no-mlflow", action="store_true", help="write the tables only")
+    ev.add_argument(
+        "--bootstrap", type=int, default=0, metavar="R", help="user-level bootstrap intervals, R replicates"
+    )
     _add_spark_flags(ev)
     ev.set_defaults(func=cmd_evaluate)
 

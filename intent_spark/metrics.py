@@ -59,8 +59,9 @@ def long_user_metrics(users: DataFrame) -> DataFrame:
     )
 
 
-def cell_metrics(users: DataFrame, floor_users: int) -> DataFrame:
-    """METRICS_SCHEMA rows: each cell's mean over users with its normal 95% interval.
+def cell_metrics(users: DataFrame, floor_users: int, bootstrap: int = 0, seed: int = 0) -> DataFrame:
+    """METRICS_SCHEMA rows: each cell's mean over users with its normal 95% interval, or with
+    user-level bootstrap percentiles when ``bootstrap`` replicates are asked for.
 
     The tie rate is a share of targets (k = 0): targets ranked inside a tie / all targets.
     """
@@ -75,6 +76,10 @@ def cell_metrics(users: DataFrame, floor_users: int) -> DataFrame:
         n.alias("n_users"),
         F.sum("n_targets").alias("n_targets"),
     )
+    if bootstrap:
+        keys = (*CELL_KEYS, "metric", "k")
+        boot = bootstrap_intervals(long, "value", replicates=bootstrap, seed=seed, keys=keys)
+        by_metric = by_metric.drop("ci_low", "ci_high").join(boot, list(keys))
     ties = users.groupBy(*CELL_KEYS).agg(
         F.lit(TIE_RATE).alias("metric"),
         F.lit(0).alias("k"),
@@ -98,6 +103,7 @@ def evaluate(
     dataset: str,
     *,
     floor_users: int,
+    bootstrap: int = 0,
     tracking_uri: str | None = None,
     progress=lambda _: None,
 ) -> int:
@@ -109,8 +115,9 @@ def evaluate(
     progress(f"{dataset}: per-user metrics")
     write_dataset(user_metrics(ranks), lake, S.USER_METRICS, dataset)
     users = read_table(spark, lake, S.USER_METRICS, dataset)
-    progress(f"{dataset}: cell metrics with 95% intervals")
-    write_dataset(cell_metrics(users, floor_users), lake, S.METRICS_TABLE, dataset)
+    how = f"{bootstrap} bootstrap replicates" if bootstrap else "normal"
+    progress(f"{dataset}: cell metrics with 95% intervals ({how})")
+    write_dataset(cell_metrics(users, floor_users, bootstrap), lake, S.METRICS_TABLE, dataset)
     rows = read_table(spark, lake, S.METRICS_TABLE, dataset).collect()  # cells x models x metrics
     if tracking_uri:
         import mlflow
@@ -128,3 +135,108 @@ def evaluate(
                 mlflow.log_metrics(values)
             progress(f"{dataset} {model}: {len(values)} metrics logged to MLflow run {run.info.run_id}")
     return len(rows)
+
+
+def normal_p_value(z: float) -> float:
+    """Two-sided p-value of a standard normal statistic."""
+    import math
+
+    return math.erfc(abs(z) / math.sqrt(2.0))
+
+
+def paired_difference(
+    users: DataFrame, column: str, left: Column, right: Column, keys: tuple[str, ...]
+) -> DataFrame:
+    """Per-user differences ``left - right`` of one metric over the users present on both sides,
+    grouped by ``keys``: mean, normal 95% interval, users and the z statistic.
+
+    ``left`` and ``right`` select rows of ``user_metrics`` (two models in one cell, or two cells
+    of one model); pairing by user removes the between-user variance both sides share.
+    """
+    side = [*keys, S.USER_ID]
+    a = users.where(left).select(*side, F.col(column).alias("_left"))
+    b = users.where(right).select(*side, F.col(column).alias("_right"))
+    paired = a.join(b, side).withColumn("_d", F.col("_left") - F.col("_right"))
+    n = F.count(F.lit(1))
+    sd = F.coalesce(F.stddev_samp("_d"), F.lit(0.0))
+    mean = F.avg("_d")
+    stats = paired.groupBy(*keys).agg(mean.alias("difference"), sd.alias("_sd"), n.alias("n_users"))
+    half = F.lit(Z_95) * F.col("_sd") / F.sqrt("n_users")
+    z = F.when(F.col("_sd") > 0, F.col("difference") / (F.col("_sd") / F.sqrt("n_users")))
+    return stats.select(
+        *keys,
+        "difference",
+        (F.col("difference") - half).alias("ci_low"),
+        (F.col("difference") + half).alias("ci_high"),
+        "n_users",
+        z.alias("z"),
+    )
+
+
+def compare_models(users: DataFrame, model_a: str, model_b: str, column: str = "ndcg_10") -> DataFrame:
+    """``model_a - model_b`` per dataset, split and cell, on the same users' targets."""
+    keys = (S.DATASET, S.SPLIT, S.CELL)
+    return paired_difference(users, column, F.col(S.MODEL) == model_a, F.col(S.MODEL) == model_b, keys)
+
+
+MEMORIZATION_PAIRS = (
+    ("known_future", "known_future_seen", "known_future_new"),
+    ("new_past", "new_past_seen", "new_past_new"),
+    ("new_future", "new_future_seen", "new_future_new"),
+)
+
+
+def memorization_gap(users: DataFrame, column: str = "ndcg_10") -> DataFrame:
+    """Seen minus new, for the same users and period (SPEC 5), per dataset, split and model."""
+    keys = (S.DATASET, S.SPLIT, S.MODEL)
+    gaps = [
+        paired_difference(users, column, F.col(S.CELL) == seen, F.col(S.CELL) == new, keys).withColumn(
+            "group", F.lit(group)
+        )
+        for group, seen, new in MEMORIZATION_PAIRS
+    ]
+    union = gaps[0]
+    for frame in gaps[1:]:
+        union = union.unionByName(frame)
+    return union
+
+
+# Poisson(1) cumulative probabilities for k = 0..7: a user's weight in one bootstrap replicate is
+# the smallest k whose CDF reaches the user's hashed uniform draw (the Poisson bootstrap, which
+# needs no resampling step and so runs as one aggregation).
+_POISSON_1_CDF = (
+    0.36787944,
+    0.73575888,
+    0.91969860,
+    0.98101184,
+    0.99634015,
+    0.99940582,
+    0.99991676,
+    0.99998975,
+)
+
+
+def _poisson_weight(uniform: Column) -> Column:
+    weight = F.lit(len(_POISSON_1_CDF))
+    for k in reversed(range(len(_POISSON_1_CDF))):
+        weight = F.when(uniform < F.lit(_POISSON_1_CDF[k]), F.lit(k)).otherwise(weight)
+    return weight
+
+
+def bootstrap_intervals(
+    users: DataFrame, column: str, *, replicates: int = 200, seed: int = 0, keys: tuple[str, ...] = CELL_KEYS
+) -> DataFrame:
+    """User-level bootstrap 95% intervals (2.5th and 97.5th percentiles of replicate means).
+
+    Deterministic: each (user, replicate) weight comes from a seeded hash, not a random stream.
+    """
+    draws = users.select(*keys, S.USER_ID, F.col(column).alias("_x")).crossJoin(
+        F.broadcast(users.sparkSession.range(replicates).withColumnRenamed("id", "_r"))
+    )
+    bits = F.xxhash64(F.lit(f"intent-bootstrap:{seed}"), F.col(S.USER_ID), F.col("_r"))
+    uniform = F.pmod(bits, F.lit(1 << 30)) / F.lit(float(1 << 30))
+    weighted = draws.withColumn("_w", _poisson_weight(uniform))
+    means = weighted.groupBy(*keys, "_r").agg((F.sum(F.col("_w") * F.col("_x")) / F.sum("_w")).alias("_mean"))
+    return means.groupBy(*keys).agg(
+        F.percentile("_mean", 0.025).alias("ci_low"), F.percentile("_mean", 0.975).alias("ci_high")
+    )

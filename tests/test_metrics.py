@@ -93,3 +93,66 @@ def test_normal_interval_covers_the_true_mean_about_95_percent_of_the_time(spark
     covered = result.select(((F.col("ci_low") <= truth) & (truth <= F.col("ci_high"))).cast("int").alias("c"))
     coverage = covered.agg(F.avg("c")).first()[0]
     assert 0.925 <= coverage <= 0.975, coverage
+
+
+def _users(spark, rows):
+    """user_metrics rows with only ndcg_10 set: (split, cell, model, user, ndcg_10)."""
+    columns = [S.DATASET, S.SPLIT, S.CELL, S.MODEL, S.USER_ID, "ndcg_10"]
+    return spark.createDataFrame([("d", *r) for r in rows], columns)
+
+
+def test_paired_model_comparison_by_hand(spark):
+    from intent_spark.metrics import compare_models, normal_p_value
+
+    # three users in one cell; a beats b by 0.1, 0.2, 0.3 (user u4 has only model a: unpaired)
+    rows = [("test", "c", "a", f"u{i}", 0.5 + d) for i, d in ((1, 0.1), (2, 0.2), (3, 0.3))]
+    rows += [("test", "c", "b", f"u{i}", 0.5) for i in (1, 2, 3)] + [("test", "c", "a", "u4", 0.9)]
+    result = compare_models(_users(spark, rows), "a", "b").first()
+    assert result.n_users == 3
+    assert result.difference == pytest.approx(0.2)
+    # sd of (0.1, 0.2, 0.3) = 0.1; z = 0.2 / (0.1 / sqrt 3)
+    assert result.z == pytest.approx(0.2 / (0.1 / math.sqrt(3)))
+    assert result.ci_low == pytest.approx(0.2 - 1.959963984540054 * 0.1 / math.sqrt(3))
+    assert normal_p_value(result.z) < 0.001
+    assert normal_p_value(0.0) == 1.0
+
+
+def test_memorization_gap_pairs_seen_and_new_of_the_same_users(spark):
+    from intent_spark.metrics import memorization_gap
+
+    rows = [
+        ("test", "known_future_seen", "m", "u1", 0.6),
+        ("test", "known_future_new", "m", "u1", 0.1),
+        ("test", "known_future_seen", "m", "u2", 0.4),
+        ("test", "known_future_new", "m", "u2", 0.3),
+        ("test", "known_future_seen", "m", "u3", 0.9),  # no new-item target: not paired
+    ]
+    gaps = {r.group: r for r in memorization_gap(_users(spark, rows)).collect()}
+    assert set(gaps) == {"known_future"}
+    assert gaps["known_future"].difference == pytest.approx(0.3)  # (0.5 + 0.1) / 2
+    assert gaps["known_future"].n_users == 2
+
+
+def test_bootstrap_interval_is_close_to_the_normal_one_on_many_users(spark):
+    from intent_spark.metrics import bootstrap_intervals
+
+    rng = np.random.default_rng(5)
+    rows = [("test", "c", "m", f"u{i}", float(v)) for i, v in enumerate(rng.beta(2, 5, 2000))]
+    users = _users(spark, rows)
+    boot = bootstrap_intervals(users, "ndcg_10", replicates=300, seed=1).first()
+    values = np.array([r[-1] for r in rows])
+    half = 1.959963984540054 * values.std(ddof=1) / math.sqrt(len(values))
+    assert (boot.ci_high - boot.ci_low) / 2 == pytest.approx(half, rel=0.15)
+    assert boot.ci_low < values.mean() < boot.ci_high
+    again = bootstrap_intervals(users, "ndcg_10", replicates=300, seed=1).first()
+    assert (again.ci_low, again.ci_high) == (boot.ci_low, boot.ci_high)
+
+
+def test_cell_metrics_with_bootstrap_replace_the_normal_interval(spark):
+    rows = [("d", "test", "c", "m", f"u{i}", i, 1.0 + (i % 7), 0) for i in range(200)]
+    users = user_metrics(_ranks(spark, rows))
+    normal = {(r.metric, r.k): r for r in cell_metrics(users, 1000).collect()}
+    boot = {(r.metric, r.k): r for r in cell_metrics(users, 1000, bootstrap=100).collect()}
+    assert boot[("mrr", 10)].value == normal[("mrr", 10)].value
+    assert boot[("mrr", 10)].ci_low != normal[("mrr", 10)].ci_low
+    assert boot[("mrr", 10)].ci_low < boot[("mrr", 10)].value < boot[("mrr", 10)].ci_high
