@@ -37,12 +37,17 @@ def write_dataset(df: DataFrame, lake: str, table: str, dataset: str, **partitio
     )
 
 
-def read_table(spark: SparkSession, lake: str, table: str, dataset: str | None = None) -> DataFrame:
-    """A lake table (one dataset's partition when ``dataset`` is given); a one-line error if absent."""
+def has_table(spark: SparkSession, lake: str, table: str) -> bool:
+    """Whether the lake holds a Delta table of that name."""
     from delta.tables import DeltaTable
 
+    return DeltaTable.isDeltaTable(spark, table_path(lake, table))
+
+
+def read_table(spark: SparkSession, lake: str, table: str, dataset: str | None = None) -> DataFrame:
+    """A lake table (one dataset's partition when ``dataset`` is given); a one-line error if absent."""
     path = table_path(lake, table)
-    if not DeltaTable.isDeltaTable(spark, path):
+    if not has_table(spark, lake, table):
         raise IntentError(f"{path}: no such table in the lake (run the stage that writes {table} first)")
     df = spark.read.format("delta").load(path)
     return df if dataset is None else df.where(F.col(S.DATASET) == dataset)

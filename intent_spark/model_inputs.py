@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 
 from intent_spark import schema as S
 from intent_spark.cells import label_events, training_events
-from intent_spark.io import read_table, table_path, write_dataset
+from intent_spark.io import has_table, read_table, write_dataset
 
 SPLITS = (S.TEST, S.VAL)
 # Every user's scoring rows land in one file (repartitioned by user); the scorer reads and sorts
@@ -32,13 +32,13 @@ SCORE_ROWS_PER_FILE = 2_000_000
 
 
 def split_cutoffs(spark: SparkSession, lake: str, dataset: str) -> dict[str, object]:
-    """``{split: cutoff}`` from the splits table (two rows per dataset)."""
+    """``{split: cutoff}`` from the splits table (two rows per dataset, never events)."""
     rows = read_table(spark, lake, S.SPLITS, dataset).select(S.SPLIT, S.CUTOFF).collect()
     return {r[S.SPLIT]: r[S.CUTOFF] for r in rows}
 
 
-def labelled_population(spark: SparkSession, lake: str, dataset: str, split: str) -> DataFrame:
-    """A split's population with ``is_new`` and ``period``, from the stored holdout and cutoffs.
+def labelled_populations(spark: SparkSession, lake: str, dataset: str) -> dict[str, DataFrame]:
+    """Each split's population with ``is_new`` and ``period``, from the stored holdout and cutoffs.
 
     Test: every event. Validation: the test split's training events, relabelled by its own
     holdout and cutoff.
@@ -51,10 +51,8 @@ def labelled_population(spark: SparkSession, lake: str, dataset: str, split: str
         return holdout.where(F.col(S.SPLIT) == name).select(S.USER_ID, S.IS_NEW)
 
     test = label_events(events, users_of(S.TEST), cutoffs[S.TEST])
-    if split == S.TEST:
-        return test
     population = training_events(test).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
-    return label_events(population, users_of(S.VAL), cutoffs[S.VAL])
+    return {S.TEST: test, S.VAL: label_events(population, users_of(S.VAL), cutoffs[S.VAL])}
 
 
 def catalogue(labelled: DataFrame, items: DataFrame, max_tokens: int) -> DataFrame:
@@ -165,22 +163,21 @@ def build_model_inputs(
     max_tokens: int,
     progress: Callable[[str], None] = lambda _: None,
     force: bool = False,
-) -> bool:
-    """Write catalogue, train_sequences and score_events for both splits of a dataset.
+) -> str:
+    """Write catalogue, train_sequences and score_events for both splits of a dataset; return
+    the stamp they were built from.
 
-    Skipped (returns False) when the stored stamp shows the split and settings are unchanged.
+    Skipped when the stored stamp shows the split and settings are unchanged.
     """
-    from delta.tables import DeltaTable
-
     stamp = inputs_stamp(spark, lake, dataset, context, max_tokens)
-    if not force and DeltaTable.isDeltaTable(spark, table_path(lake, S.MODEL_INPUTS)):
+    if not force and has_table(spark, lake, S.MODEL_INPUTS):
         previous = read_table(spark, lake, S.MODEL_INPUTS, dataset).collect()  # at most one row
         if previous and previous[0]["stamp"] == stamp:
             progress(f"{dataset}: model inputs up to date")
-            return False
+            return stamp
     items = read_table(spark, lake, S.ITEMS, dataset).select(S.ITEM_ID, S.TOKENS)
     targets = read_table(spark, lake, S.TARGETS, dataset)
-    populations = {split: labelled_population(spark, lake, dataset, split) for split in SPLITS}
+    populations = labelled_populations(spark, lake, dataset)
     progress(f"{dataset}: writing the catalogue of each split")
     catalogues = [
         catalogue(populations[split], items, max_tokens).withColumn(S.SPLIT, F.lit(split)) for split in SPLITS
@@ -204,4 +201,4 @@ def build_model_inputs(
     write_dataset(
         spark.createDataFrame([(dataset, stamp)], S.MODEL_INPUTS_SCHEMA), lake, S.MODEL_INPUTS, dataset
     )
-    return True
+    return stamp

@@ -115,10 +115,9 @@ def train(
     import torch
 
     check_model(model)
-    build_model_inputs(
+    stamp = build_model_inputs(
         spark, lake, dataset, context=conf.context, max_tokens=conf.max_tokens, progress=progress
     )
-    stamp = inputs_stamp(spark, lake, dataset, conf.context, conf.max_tokens)
     cutoffs = split_cutoffs(spark, lake, dataset)
     device = _device()
     params: dict[str, Any] = {
@@ -333,7 +332,5 @@ def with_steps(conf: ModelsConf, steps: int | None) -> ModelsConf:
     """The same conf with every neural model's step count replaced (the demo's short runs)."""
     if steps is None:
         return conf
-    models = {
-        name: {**(conf.models.get(name) or {}), "steps": steps} for name in set(conf.models) | set(NEURAL)
-    }
-    return replace(conf, models=models)
+    shortened = {name: {**(conf.models.get(name) or {}), "steps": steps} for name in NEURAL}
+    return replace(conf, models={**conf.models, **shortened})

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from intent_spark import schema as S
 from intent_spark.cells import cell_name, label_events, seen_items, training_events
 from intent_spark.holdout import is_held_out
-from intent_spark.io import read_table, table_path
+from intent_spark.io import has_table, read_table
 from intent_spark.splitting import compute_checksums
 
 MAX_TARGETS_PER_PERIOD = 100
@@ -228,9 +228,7 @@ def _model_inputs(
     spark: SparkSession, lake: str, dataset: str, split: str
 ) -> tuple[DataFrame, DataFrame] | None:
     """The split's catalogue and training sequences, when the train stage has written them."""
-    from delta.tables import DeltaTable
-
-    if not all(DeltaTable.isDeltaTable(spark, table_path(lake, t)) for t in (S.CATALOGUE, S.TRAIN_SEQUENCES)):
+    if not all(has_table(spark, lake, t) for t in (S.CATALOGUE, S.TRAIN_SEQUENCES)):
         return None
     frames = tuple(
         read_table(spark, lake, t, dataset).where(F.col(S.SPLIT) == split)
