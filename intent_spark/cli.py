@@ -11,10 +11,6 @@ from intent_spark.config import CONF_DIR, ConfError, load_source, load_yaml
 from intent_spark.errors import IntentError
 from intent_spark.progress import reporter
 
-LATER_STAGES = {
-    "report": "tables and figures",
-}
-
 
 def _spark_overrides(args: argparse.Namespace) -> dict[str, str]:
     """Spark settings from a profile file, then ``--spark-conf key=value`` flags."""
@@ -131,7 +127,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     uri = default_tracking_uri(args.lake, args.tracking_uri)
     report = reporter("train")
     spark = build_session("intent-train", _spark_overrides(args))
-    run_id = train(spark, args.lake, args.dataset, args.model, conf, tracking_uri=uri, progress=report)
+    run_id = train(
+        spark,
+        args.lake,
+        args.dataset,
+        args.model,
+        conf,
+        tracking_uri=uri,
+        parent_run_id=args.parent_run_id,
+        splits=args.split or ("test", "val"),
+        progress=report,
+    )
     report(f"{args.dataset} {args.model}: logged to MLflow run {run_id} in {uri}")
     return 0
 
@@ -184,16 +190,51 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from intent_spark.report import build_report
+    from intent_spark.session import build_session
+    from intent_spark.tracking import default_tracking_uri, log_report
+
+    report = reporter("report")
+    spark = build_session("intent-report", _spark_overrides(args))
+    datasets = args.dataset or None
+    page = build_report(spark, args.lake, Path(args.out), datasets, progress=report)
+    report(f"report: {page.resolve()}")
+    if not args.no_mlflow:
+        uri = default_tracking_uri(args.lake, args.tracking_uri)
+        run_id = log_report(uri, args.out, args.run_id)
+        report(f"report logged to MLflow run {run_id} in {uri}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from intent_spark.tracking import compare_runs, default_tracking_uri
+
+    uri = default_tracking_uri(args.lake, args.tracking_uri) if args.lake else args.tracking_uri
+    if not uri:
+        raise IntentError("give --lake (its MLflow store) or --tracking-uri")
+    table = compare_runs(uri, args.run_id or [], args.dataset, args.metrics)
+    if table.empty:
+        raise IntentError(f"no metric matches {args.metrics!r} in the chosen runs (run `intent evaluate`)")
+    if args.csv:
+        table.to_csv(sys.stdout, float_format="%.6g")
+    else:
+        print(table.to_string(float_format=lambda v: f"{v:.4f}", na_rep="-"))
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    """Generate (synthetic sources), ingest, split, verify, train and score every dataset of a run conf."""
+    """Generate (synthetic sources), ingest, split, verify, train, score, evaluate and report every
+    dataset of a run conf; the model runs nest under one MLflow benchmark run."""
     from intent_spark.generate import generate_release
     from intent_spark.ingest import ingest_source
     from intent_spark.metrics import evaluate
     from intent_spark.modeling import check_model, load_models_conf, score, train
+    from intent_spark.report import build_report
     from intent_spark.session import build_session
     from intent_spark.split_report import write_split_report
     from intent_spark.splitting import load_split_conf, run_split
-    from intent_spark.tracking import default_tracking_uri
+    from intent_spark.tracking import default_tracking_uri, end_benchmark, log_report, start_benchmark
     from intent_spark.verify import verify_dataset
 
     run = load_yaml(Path(args.conf))
@@ -233,28 +274,50 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"intent run: verify failed: {', '.join(failed)}", file=sys.stderr)
         return 1
     report(f"verify: every leakage check and checksum passed for {', '.join(names)}")
+    if not models:
+        report(
+            f"done: lake at {lake}; split reports in {folder if names else '-'} (no models in {args.conf})"
+        )
+        return 0
     uri = default_tracking_uri(lake, run.get("tracking_uri"))
-    for name in names:
-        for model in models:
-            train(spark, lake, name, model, models_conf, tracking_uri=uri, progress=report)
-            rows = score(spark, lake, name, model, models_conf, tracking_uri=uri, progress=report)
-            report(f"{name} {model}: {rows:,} ranks")
-        if models:
+    parent = start_benchmark(
+        uri,
+        f"benchmark {Path(args.conf).stem}",
+        {
+            "conf": str(args.conf),
+            "datasets": ",".join(names),
+            "models": ",".join(models),
+            "seed": run.get("seed", 0),
+        },
+    )
+    ok = False
+    try:
+        for name in names:
+            for model in models:
+                train(
+                    spark,
+                    lake,
+                    name,
+                    model,
+                    models_conf,
+                    tracking_uri=uri,
+                    parent_run_id=parent,
+                    progress=report,
+                )
+                rows = score(spark, lake, name, model, models_conf, tracking_uri=uri, progress=report)
+                report(f"{name} {model}: {rows:,} ranks")
             floor = load_split_conf(split_conf_path, name).floor_users
             evaluate(spark, lake, name, floor_users=floor, tracking_uri=uri, progress=report)
-    if models:
-        report(f"MLflow runs: mlflow ui --backend-store-uri {uri}")
-    report(f"done: lake at {lake}; split reports in {folder if names else '-'}")
-    report(f"stages not yet available: {', '.join(LATER_STAGES)}")
+        out = Path(run.get("report", base / "report"))
+        page = build_report(spark, lake, out, names, progress=report)
+        log_report(uri, str(out), parent)
+        ok = True
+    finally:
+        end_benchmark(uri, parent, ok)
+    report(f"MLflow runs (benchmark run {parent}): mlflow ui --backend-store-uri {uri}")
+    report(f"compare them: intent compare --lake {lake} --metrics '^test\\..*ndcg_10$'")
+    report(f"done: report at {page.resolve()}")
     return 0
-
-
-def cmd_not_yet(args: argparse.Namespace) -> int:
-    print(
-        f"intent {args.command}: not yet available (it will write {LATER_STAGES[args.command]})",
-        file=sys.stderr,
-    )
-    return 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -290,6 +353,11 @@ def build_parser() -> argparse.ArgumentParser:
         stage.add_argument(
             "--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)"
         )
+        if name == "train":
+            stage.add_argument("--parent-run-id", help="nest the run under this MLflow run (a benchmark)")
+            stage.add_argument(
+                "--split", action="append", choices=("test", "val"), help="only this split (default: both)"
+            )
         if name == "score":
             stage.add_argument(
                 "--run-id", help="the MLflow training run (default: the newest for dataset and model)"
@@ -335,14 +403,30 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spark_flags(verify)
     verify.set_defaults(func=cmd_verify)
 
-    for name, writes in LATER_STAGES.items():
-        later = commands.add_parser(name, help=f"writes {writes} (not yet available)")
-        later.add_argument("--dataset")
-        later.add_argument("--model")
-        later.add_argument("--lake")
-        later.add_argument("--out")
-        later.add_argument("--conf")
-        later.set_defaults(func=cmd_not_yet)
+    rep = commands.add_parser("report", help="metrics -> HTML, Markdown and CSV report with figures")
+    rep.add_argument("--lake", required=True)
+    rep.add_argument("--out", required=True, help="folder for report.html, report.md, tables/, figures/")
+    rep.add_argument(
+        "--dataset", action="append", help="only this dataset (repeatable; default: all evaluated)"
+    )
+    rep.add_argument(
+        "--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)"
+    )
+    rep.add_argument("--run-id", help="log the report to this run (default: a new report run)")
+    rep.add_argument("--no-mlflow", action="store_true", help="write the files only")
+    _add_spark_flags(rep)
+    rep.set_defaults(func=cmd_report)
+
+    cmp = commands.add_parser("compare", help="print MLflow metrics of chosen runs side by side")
+    cmp.add_argument("--lake", help="the lake whose default MLflow store to read")
+    cmp.add_argument("--tracking-uri", help="MLflow store (instead of the lake's)")
+    cmp.add_argument("--run-id", action="append", help="a run to show (repeatable)")
+    cmp.add_argument("--dataset", help="the newest training run of every model of this dataset")
+    cmp.add_argument(
+        "--metrics", default=r"^test\.", help="regular expression on metric names (default: test split)"
+    )
+    cmp.add_argument("--csv", action="store_true", help="CSV instead of an aligned table")
+    cmp.set_defaults(func=cmd_compare)
     return parser
 
 

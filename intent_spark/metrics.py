@@ -11,6 +11,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from intent_spark import schema as S
+from intent_spark.errors import IntentError
 
 KS = (1, 5, 10, 20, 50, 100)
 METRICS = ("ndcg", "hr", "recall", "precision", "mrr")
@@ -107,8 +108,8 @@ def evaluate(
     tracking_uri: str | None = None,
     progress=lambda _: None,
 ) -> int:
-    """Write ``user_metrics`` and ``metrics`` from ``ranks``; log each model's cell metrics to its
-    MLflow training run. Returns the number of metric rows."""
+    """Write ``user_metrics``, ``metrics`` and ``comparisons`` from ``ranks``; log each model's
+    cell metrics to its MLflow training run. Returns the number of metric rows."""
     from intent_spark.io import read_table, write_dataset
 
     ranks = read_table(spark, lake, S.RANKS, dataset)
@@ -118,23 +119,33 @@ def evaluate(
     how = f"{bootstrap} bootstrap replicates" if bootstrap else "normal"
     progress(f"{dataset}: cell metrics with 95% intervals ({how})")
     write_dataset(cell_metrics(users, floor_users, bootstrap), lake, S.METRICS_TABLE, dataset)
-    rows = read_table(spark, lake, S.METRICS_TABLE, dataset).collect()  # cells x models x metrics
+    metrics = read_table(spark, lake, S.METRICS_TABLE, dataset)
+    progress(f"{dataset}: paired model comparisons, memorization gaps and retention")
+    write_dataset(comparisons(users, metrics), lake, S.COMPARISONS, dataset)
+    rows = metrics.collect()  # cells x models x metrics: small
     if tracking_uri:
-        import mlflow
-
-        from intent_spark.tracking import find_run
-
-        for model in sorted({r[S.MODEL] for r in rows}):
-            run = find_run(tracking_uri, dataset, model)
-            values = {
-                mlflow_name(r[S.SPLIT], r[S.CELL], r.metric, r.k): r.value
-                for r in rows
-                if r[S.MODEL] == model
-            }
-            with mlflow.start_run(run_id=run.info.run_id):
-                mlflow.log_metrics(values)
-            progress(f"{dataset} {model}: {len(values)} metrics logged to MLflow run {run.info.run_id}")
+        log_cell_metrics(tracking_uri, dataset, rows, progress)
     return len(rows)
+
+
+def log_cell_metrics(tracking_uri: str, dataset: str, rows: list, progress=lambda _: None) -> None:
+    """Each model's ``metrics`` rows as MLflow metrics of its newest training run."""
+    import mlflow
+
+    from intent_spark.tracking import find_run
+
+    for model in sorted({r[S.MODEL] for r in rows}):
+        try:
+            run = find_run(tracking_uri, dataset, model)
+        except IntentError:  # ranks from a model trained against another store
+            progress(f"{dataset} {model}: no training run in {tracking_uri}; metrics kept in the table only")
+            continue
+        values = {
+            mlflow_name(r[S.SPLIT], r[S.CELL], r.metric, r.k): r.value for r in rows if r[S.MODEL] == model
+        }
+        with mlflow.start_run(run_id=run.info.run_id):
+            mlflow.log_metrics(values)
+        progress(f"{dataset} {model}: {len(values)} metrics logged to MLflow run {run.info.run_id}")
 
 
 def normal_p_value(z: float) -> float:
@@ -144,11 +155,49 @@ def normal_p_value(z: float) -> float:
     return math.erfc(abs(z) / math.sqrt(2.0))
 
 
+# Abramowitz and Stegun 7.1.26: erfc(x) = t exp(-x^2) poly(t), t = 1 / (1 + p x), absolute
+# error below 1.5e-7 for x >= 0; Spark SQL has no normal CDF.
+_ERFC_P = 0.3275911
+_ERFC_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+def p_value_column(z: Column) -> Column:
+    """Two-sided normal p-value of a z column, as a column expression (null stays null)."""
+    x = F.abs(z) / F.lit(2.0**0.5)
+    t = F.lit(1.0) / (F.lit(1.0) + F.lit(_ERFC_P) * x)
+    poly = F.lit(0.0)
+    for a in reversed(_ERFC_A):
+        poly = (poly + F.lit(a)) * t
+    return poly * F.exp(-x * x)
+
+
+def _difference_stats(paired: DataFrame, keys: tuple[str, ...]) -> DataFrame:
+    """Mean of ``_d`` per group, its normal 95% interval over users, and the paired z-test."""
+    n = F.count(F.lit(1))
+    stats = paired.groupBy(*keys).agg(
+        F.avg("_d").alias("value"),
+        F.coalesce(F.stddev_samp("_d"), F.lit(0.0)).alias("_sd"),
+        n.alias("n_users"),
+    )
+    se = F.col("_sd") / F.sqrt("n_users")
+    z = F.when(F.col("_sd") > 0, F.col("value") / se)
+    return stats.select(
+        *keys,
+        "value",
+        (F.col("value") - F.lit(Z_95) * se).alias("ci_low"),
+        (F.col("value") + F.lit(Z_95) * se).alias("ci_high"),
+        "n_users",
+        z.alias("z"),
+        # no spread at all: identical users give p = 1, a constant nonzero difference p = 0
+        F.coalesce(p_value_column(z), F.when(F.col("value") == 0, 1.0).otherwise(0.0)).alias("p_value"),
+    )
+
+
 def paired_difference(
     users: DataFrame, column: str, left: Column, right: Column, keys: tuple[str, ...]
 ) -> DataFrame:
     """Per-user differences ``left - right`` of one metric over the users present on both sides,
-    grouped by ``keys``: mean, normal 95% interval, users and the z statistic.
+    grouped by ``keys``: mean (``value``), normal 95% interval, users, z and p-value.
 
     ``left`` and ``right`` select rows of ``user_metrics`` (two models in one cell, or two cells
     of one model); pairing by user removes the between-user variance both sides share.
@@ -156,27 +205,27 @@ def paired_difference(
     side = [*keys, S.USER_ID]
     a = users.where(left).select(*side, F.col(column).alias("_left"))
     b = users.where(right).select(*side, F.col(column).alias("_right"))
-    paired = a.join(b, side).withColumn("_d", F.col("_left") - F.col("_right"))
-    n = F.count(F.lit(1))
-    sd = F.coalesce(F.stddev_samp("_d"), F.lit(0.0))
-    mean = F.avg("_d")
-    stats = paired.groupBy(*keys).agg(mean.alias("difference"), sd.alias("_sd"), n.alias("n_users"))
-    half = F.lit(Z_95) * F.col("_sd") / F.sqrt("n_users")
-    z = F.when(F.col("_sd") > 0, F.col("difference") / (F.col("_sd") / F.sqrt("n_users")))
-    return stats.select(
-        *keys,
-        "difference",
-        (F.col("difference") - half).alias("ci_low"),
-        (F.col("difference") + half).alias("ci_high"),
-        "n_users",
-        z.alias("z"),
-    )
+    return _difference_stats(a.join(b, side).withColumn("_d", F.col("_left") - F.col("_right")), keys)
 
 
 def compare_models(users: DataFrame, model_a: str, model_b: str, column: str = "ndcg_10") -> DataFrame:
     """``model_a - model_b`` per dataset, split and cell, on the same users' targets."""
     keys = (S.DATASET, S.SPLIT, S.CELL)
     return paired_difference(users, column, F.col(S.MODEL) == model_a, F.col(S.MODEL) == model_b, keys)
+
+
+def pairwise_comparisons(users: DataFrame, column: str = "ndcg_10") -> DataFrame:
+    """Every pair of models (``model`` before ``baseline`` by name) in every cell: one self-join
+    on the user, so no list of models is needed on the driver."""
+    side = [S.DATASET, S.SPLIT, S.CELL, S.USER_ID]
+    a = users.select(*side, S.MODEL, F.col(column).alias("_left"))
+    b = users.select(*side, F.col(S.MODEL).alias("baseline"), F.col(column).alias("_right"))
+    paired = a.join(b, side).where(F.col(S.MODEL) < F.col("baseline"))
+    stats = _difference_stats(
+        paired.withColumn("_d", F.col("_left") - F.col("_right")),
+        (S.DATASET, S.SPLIT, S.CELL, S.MODEL, "baseline"),
+    )
+    return stats.withColumn("kind", F.lit(S.PAIRED)).withColumn("metric", F.lit(column))
 
 
 MEMORIZATION_PAIRS = (
@@ -187,18 +236,84 @@ MEMORIZATION_PAIRS = (
 
 
 def memorization_gap(users: DataFrame, column: str = "ndcg_10") -> DataFrame:
-    """Seen minus new, for the same users and period (SPEC 5), per dataset, split and model."""
+    """Seen minus new, for the same users and period (SPEC 5), per dataset, split and model;
+    ``cell`` names the pair (``known_future_seen-known_future_new``)."""
     keys = (S.DATASET, S.SPLIT, S.MODEL)
     gaps = [
         paired_difference(users, column, F.col(S.CELL) == seen, F.col(S.CELL) == new, keys).withColumn(
-            "group", F.lit(group)
+            S.CELL, F.lit(f"{seen}-{new}")
         )
-        for group, seen, new in MEMORIZATION_PAIRS
+        for _, seen, new in MEMORIZATION_PAIRS
     ]
     union = gaps[0]
     for frame in gaps[1:]:
         union = union.unionByName(frame)
-    return union
+    return union.withColumn("kind", F.lit(S.MEMORIZATION_GAP)).withColumn("metric", F.lit(column))
+
+
+RETENTION_PAIRS = (("new_future_seen", "new_past_seen"), ("new_future_new", "new_past_new"))
+
+
+def retention(metrics: DataFrame, metric: str = "ndcg", k: int = 10) -> DataFrame:
+    """Future over past on new users (SPEC 5), per model, from the ``metrics`` table.
+
+    The interval is the delta method on the two cell means, with standard errors read back
+    from their 95% intervals and the cells taken as independent. Repeat-last's row is the
+    data's own drift reference. Cells with a zero past score give no ratio.
+    """
+    keys = [S.DATASET, S.SPLIT, S.MODEL]
+    chosen = metrics.where((F.col("metric") == metric) & (F.col("k") == k))
+    ratios = []
+    for future, past in RETENTION_PAIRS:
+        f = chosen.where(F.col(S.CELL) == future).select(
+            *keys,
+            F.col("value").alias("_f"),
+            ((F.col("ci_high") - F.col("ci_low")) / F.lit(2 * Z_95)).alias("_sf"),
+            F.col("n_users").alias("_nf"),
+        )
+        p = chosen.where((F.col(S.CELL) == past) & (F.col("value") > 0)).select(
+            *keys,
+            F.col("value").alias("_p"),
+            ((F.col("ci_high") - F.col("ci_low")) / F.lit(2 * Z_95)).alias("_sp"),
+            F.col("n_users").alias("_np"),
+        )
+        ratio = F.col("_f") / F.col("_p")
+        # Var(f / p) ~ (sf^2 + r^2 sp^2) / p^2
+        se = F.sqrt(F.pow("_sf", 2) + F.pow(ratio, 2) * F.pow("_sp", 2)) / F.col("_p")
+        ratios.append(
+            f.join(p, keys).select(
+                *keys,
+                F.lit(f"{future}/{past}").alias(S.CELL),
+                ratio.alias("value"),
+                (ratio - F.lit(Z_95) * se).alias("ci_low"),
+                (ratio + F.lit(Z_95) * se).alias("ci_high"),
+                F.least("_nf", "_np").alias("n_users"),
+                F.lit(None).cast("double").alias("p_value"),
+            )
+        )
+    return (
+        ratios[0]
+        .unionByName(ratios[1])
+        .withColumn("kind", F.lit(S.RETENTION))
+        .withColumn("metric", F.lit(f"{metric}_{k}"))
+    )
+
+
+def comparisons(users: DataFrame, metrics: DataFrame, column: str = "ndcg_10") -> DataFrame:
+    """The ``comparisons`` table: paired model differences, memorization gaps and retention."""
+    metric, k = column.rsplit("_", 1)
+    columns = [f.name for f in S.COMPARISONS_SCHEMA.fields]
+    parts = [
+        pairwise_comparisons(users, column),
+        memorization_gap(users, column).withColumn("baseline", F.lit(None).cast("string")),
+        retention(metrics, metric, int(k)).withColumn("baseline", F.lit(None).cast("string")),
+    ]
+    return (
+        parts[0]
+        .select(*columns)
+        .unionByName(parts[1].select(*columns))
+        .unionByName(parts[2].select(*columns))
+    )
 
 
 # Poisson(1) cumulative probabilities for k = 0..7: a user's weight in one bootstrap replicate is

@@ -11,7 +11,7 @@ import hashlib
 import json
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -101,6 +101,13 @@ def build_model(model: str, arrays, conf: ModelsConf):
     )
 
 
+def _check_splits(splits: Sequence[str]) -> list[str]:
+    unknown = sorted(set(splits) - set(SPLITS))
+    if unknown or not splits:
+        raise IntentError(f"unknown split(s) {unknown} (known: {', '.join(SPLITS)})")
+    return [s for s in SPLITS if s in splits]
+
+
 def train(
     spark: SparkSession,
     lake: str,
@@ -109,12 +116,17 @@ def train(
     conf: ModelsConf,
     *,
     tracking_uri: str,
+    parent_run_id: str | None = None,
+    splits: Sequence[str] = SPLITS,
     progress: Callable[[str], None] = lambda _: None,
 ) -> str:
-    """Fit ``model`` on the training split of both splits; return the MLflow run id."""
+    """Fit ``model`` on the training events of each split (default both: the test split and its
+    validation twin); return the MLflow run id, nested under ``parent_run_id`` (the benchmark's
+    run) when given."""
     import torch
 
     check_model(model)
+    splits = _check_splits(splits)
     stamp = build_model_inputs(
         spark, lake, dataset, context=conf.context, max_tokens=conf.max_tokens, progress=progress
     )
@@ -128,14 +140,19 @@ def train(
         "inputs_stamp": _stamp_digest(stamp),
         "code_version": code_version(),
         "device": device.type,
+        "splits": ",".join(splits),
         **{f"{split}_cutoff": f"{cutoffs[split]:%Y-%m-%d}" for split in SPLITS},
+        **{f"{r[S.SPLIT]}_split_seed": r.seed for r in read_table(spark, lake, S.SPLITS, dataset).collect()},
     }
     if model in NEURAL:
         params.update(asdict(conf.sasrec(model)))
-    with start_run(tracking_uri, dataset, model, params) as run, tempfile.TemporaryDirectory() as tmp:
+    with (
+        start_run(tracking_uri, dataset, model, params, parent_run_id) as run,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         import mlflow
 
-        for split in SPLITS:
+        for split in splits:
             arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, dataset, split))
             fitted = build_model(model, arrays, conf)
             meta = {
@@ -227,7 +244,8 @@ def score(
     run_id: str | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> int:
-    """Rank the full catalogue for every target of both splits; write ``ranks``; return its rows."""
+    """Rank the full catalogue for every target of the splits the run was trained on; replace the
+    model's ``ranks``; return its rows."""
     import mlflow
 
     check_model(model)
@@ -238,6 +256,7 @@ def score(
             f"{dataset} {model}: MLflow run {run.info.run_id} was trained on another split or input settings; "
             f"run `intent train --dataset {dataset} --model {model}` again"
         )
+    splits = run.data.params.get("splits", ",".join(SPLITS)).split(",")
     device = _device()
     staging = f"{lake.rstrip('/')}/_staging/ranks/{dataset}/{model}"
     metrics: dict[str, float] = {}
@@ -245,7 +264,7 @@ def score(
         folder = Path(
             mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path="model", dst_path=tmp)
         )
-        for split in SPLITS:
+        for split in splits:
             arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, dataset, split))
             fitted = load_model(model, folder / split, arrays, conf, device)
             urls = split_files(spark, lake, S.SCORE_EVENTS, dataset, split)
@@ -261,7 +280,7 @@ def score(
             )
             metrics[f"score.{split}.targets_per_second"] = written / seconds if seconds else 0.0
             metrics[f"score.{split}.targets"] = float(written)
-    rows = _write_ranks(spark, lake, dataset, model, staging)
+    rows = _write_ranks(spark, lake, dataset, model, staging, splits)
     with mlflow.start_run(run_id=run.info.run_id):
         mlflow.log_metrics(metrics)
     return rows
@@ -309,16 +328,17 @@ def _rank_split(fitted, urls, conf, device, out_path, expected, progress) -> tup
     return time.monotonic() - start, written
 
 
-def _write_ranks(spark: SparkSession, lake: str, dataset: str, model: str, staging: str) -> int:
+def _write_ranks(
+    spark: SparkSession, lake: str, dataset: str, model: str, staging: str, splits: Sequence[str]
+) -> int:
     """Join staged ranks to their targets (cell, user) and replace the model's ranks partition."""
     from intent_spark.ingest.files import filesystem
 
     targets = read_table(spark, lake, S.TARGETS, dataset)
-    parts = []
-    for split in SPLITS:
-        staged = spark.read.parquet(f"{staging}/{split}.parquet").withColumn(S.SPLIT, F.lit(split))
-        parts.append(staged)
-    staged = parts[0].unionByName(parts[1])
+    staged = None
+    for split in splits:
+        part = spark.read.parquet(f"{staging}/{split}.parquet").withColumn(S.SPLIT, F.lit(split))
+        staged = part if staged is None else staged.unionByName(part)
     ranks = targets.join(staged, [S.SPLIT, S.SEQ]).select(
         S.DATASET, S.SPLIT, S.CELL, F.lit(model).alias(S.MODEL), S.USER_ID, S.SEQ, S.RANK, S.TIED
     )

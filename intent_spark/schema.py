@@ -339,3 +339,27 @@ METRICS_SCHEMA = StructType(
 
 TABLE_SCHEMAS[METRICS_TABLE] = METRICS_SCHEMA
 TABLE_PARTITIONS[USER_METRICS] = (DATASET, MODEL)
+
+# Derived results (SPEC 5): paired model differences, memorization gaps, retention ratios.
+COMPARISONS = "comparisons"
+PAIRED = "paired"
+MEMORIZATION_GAP = "memorization_gap"
+RETENTION = "retention"
+
+COMPARISONS_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(SPLIT, StringType(), False),
+        StructField("kind", StringType(), False),  # paired | memorization_gap | retention
+        StructField(MODEL, StringType(), False),
+        StructField("baseline", StringType(), True),  # the other model of a paired comparison
+        StructField(CELL, StringType(), False),  # a cell, or the pair of cells compared
+        StructField("metric", StringType(), False),  # a user_metrics column, e.g. ndcg_10
+        StructField("value", DoubleType(), False),
+        StructField("ci_low", DoubleType(), True),
+        StructField("ci_high", DoubleType(), True),
+        StructField("n_users", LongType(), False),
+        StructField("p_value", DoubleType(), True),
+    ]
+)
+TABLE_SCHEMAS[COMPARISONS] = COMPARISONS_SCHEMA

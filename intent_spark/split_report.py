@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 
 from intent_spark import schema as S
 from intent_spark.cells import label_events, training_events
+from intent_spark.figures import pyplot, save_figure
 from intent_spark.io import read_table
 
 
@@ -136,12 +137,9 @@ def _fmt(value: float | None) -> str:
 
 def plot_histogram(split: dict[str, Any], title: str, path: Path) -> None:
     """Events per month (or day), the running train share, the band and the chosen cutoff."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     from datetime import datetime
 
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     starts = [datetime.fromisoformat(h["start"]) for h in split["histogram"]]
     counts = [h["events"] for h in split["histogram"]]
@@ -149,6 +147,7 @@ def plot_histogram(split: dict[str, Any], title: str, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(9, 4))
     ax.bar(starts, counts, width=width, align="edge", color="#9bb7d4", label="events")
     ax.set_ylabel(f"events per {split['granularity']}")
+    ax.set_xlabel(f"{split['granularity']} (start)")
     share_ax = ax.twinx()
     at = [datetime.fromisoformat(c["at"]) for c in split["candidates"]]
     share_ax.plot(
@@ -165,9 +164,7 @@ def plot_histogram(split: dict[str, Any], title: str, path: Path) -> None:
     share_ax.legend(loc="upper left", fontsize=8)
     ax.set_title(title)
     fig.autofmt_xdate()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, title)
 
 
 def write_split_report(spark: SparkSession, lake: str, dataset: str, out: Path | None = None) -> Path:

@@ -22,6 +22,7 @@ EXPERIMENT = "intent-spark"
 TAG_DATASET = "intent.dataset"
 TAG_MODEL = "intent.model"
 TAG_STAGE = "intent.stage"
+TAG_PARENT = "mlflow.parentRunId"  # MLflow's own tag: the UI nests a run under its parent
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -54,15 +55,92 @@ def experiment_id(tracking_uri: str, name: str = EXPERIMENT) -> str:
 
 
 @contextmanager
-def start_run(tracking_uri: str, dataset: str, model: str, params: dict[str, Any]) -> Iterator[Any]:
-    """A training run tagged with dataset and model; params logged before any training."""
+def start_run(
+    tracking_uri: str, dataset: str, model: str, params: dict[str, Any], parent_run_id: str | None = None
+) -> Iterator[Any]:
+    """A training run tagged with dataset and model, nested under the benchmark's parent run
+    when there is one; params logged before any training."""
     import mlflow
 
     exp = experiment_id(tracking_uri)
     tags = {TAG_DATASET: dataset, TAG_MODEL: model, TAG_STAGE: "train"}
+    if parent_run_id:
+        tags[TAG_PARENT] = parent_run_id
     with mlflow.start_run(experiment_id=exp, run_name=f"{dataset}/{model}", tags=tags) as run:
         mlflow.log_params(params)
         yield run
+
+
+def start_benchmark(tracking_uri: str, name: str, params: dict[str, Any]) -> str:
+    """The parent run of one benchmark (``intent run``): its dataset and model runs nest under
+    it and the report is logged to it. Ended by ``end_benchmark``."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    run = client.create_run(experiment_id(tracking_uri), run_name=name, tags={TAG_STAGE: "benchmark"})
+    for key, value in params.items():
+        client.log_param(run.info.run_id, key, value)
+    return run.info.run_id
+
+
+def end_benchmark(tracking_uri: str, run_id: str, ok: bool) -> None:
+    from mlflow import MlflowClient
+
+    MlflowClient(tracking_uri).set_terminated(run_id, "FINISHED" if ok else "FAILED")
+
+
+def log_report(tracking_uri: str, folder: str, run_id: str | None = None) -> str:
+    """The report folder as artifacts (``report/``) of the given run, or of a new report run."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    own = run_id is None
+    if own:
+        run_id = client.create_run(
+            experiment_id(tracking_uri), run_name="report", tags={TAG_STAGE: "report"}
+        ).info.run_id
+    client.log_artifacts(run_id, folder, "report")
+    if own:
+        client.set_terminated(run_id)
+    return run_id
+
+
+def compare_runs(tracking_uri: str, run_ids: list[str], dataset: str | None, pattern: str) -> Any:
+    """Metrics of the chosen runs side by side (rows: metric names matching ``pattern``;
+    columns: ``dataset/model``), from the given run ids or every latest training run of a
+    dataset."""
+    import re
+
+    import mlflow
+    import pandas as pd
+
+    exp = experiment_id(tracking_uri)
+    if run_ids:
+        runs = [mlflow.get_run(r) for r in run_ids]
+    else:
+        where = f"tags.`{TAG_STAGE}` = 'train' AND attributes.status = 'FINISHED'"
+        if dataset:
+            where += f" AND tags.`{TAG_DATASET}` = '{dataset}'"
+        found = mlflow.search_runs(
+            experiment_ids=[exp],
+            filter_string=where,
+            order_by=["attributes.start_time DESC"],
+            output_format="list",
+        )
+        latest: dict[tuple[str, str], Any] = {}
+        for run in found:  # newest first: keep one run per dataset and model
+            latest.setdefault((run.data.tags.get(TAG_DATASET), run.data.tags.get(TAG_MODEL)), run)
+        runs = [latest[key] for key in sorted(latest)]
+    if not runs:
+        raise IntentError(
+            f"no finished training runs in {tracking_uri}" + (f" for {dataset}" if dataset else "")
+        )
+    wanted = re.compile(pattern)
+    columns = {}
+    for run in runs:
+        name = f"{run.data.tags.get(TAG_DATASET, '?')}/{run.data.tags.get(TAG_MODEL, '?')} ({run.info.run_id[:8]})"
+        columns[name] = {k: v for k, v in run.data.metrics.items() if wanted.search(k)}
+    return pd.DataFrame(columns).sort_index()
 
 
 def find_run(tracking_uri: str, dataset: str, model: str, run_id: str | None = None) -> Any:

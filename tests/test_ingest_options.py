@@ -159,8 +159,11 @@ def test_cli_unknown_dataset_and_later_stage(tmp_path, capsys):
     )
     assert main(["score", "--dataset", "rees46", "--model", "sasrec", "--lake", str(tmp_path / "lake")]) == 2
     assert "/checksums: no such table in the lake" in capsys.readouterr().err
-    assert main(["report", "--lake", str(tmp_path)]) == 2
-    assert "intent report: not yet available" in capsys.readouterr().err
+    assert main(["report", "--lake", str(tmp_path), "--out", str(tmp_path / "report")]) == 2
+    assert (
+        "/metrics: no such table in the lake (run the stage that writes metrics first)"
+        in capsys.readouterr().err
+    )
 
 
 def test_cli_generate_writes_release(tmp_path, capsys):

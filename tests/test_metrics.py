@@ -80,14 +80,14 @@ def test_normal_interval_covers_the_true_mean_about_95_percent_of_the_time(spark
     rng = np.random.default_rng(11)
     cells, users = 400, 300
     values = rng.beta(2, 5, size=(cells, users))
-    rows = []
-    for c in range(cells):
-        for u in range(users):
-            v = float(values[c, u])
-            rows.append(("d", "test", f"cell{c}", "m", f"u{u}", 1, 0.0, *([v] * (len(METRICS) * len(KS)))))
-    columns = [S.DATASET, S.SPLIT, S.CELL, S.MODEL, S.USER_ID, "n_targets", "tie_rate"]
-    columns += [metric_column(m, k) for m in METRICS for k in KS]
-    frame = spark.createDataFrame(rows, columns)
+    rows = [
+        ("d", "test", f"cell{c}", "m", f"u{u}", 1, 0.0, float(values[c, u]))
+        for c in range(cells)
+        for u in range(users)
+    ]
+    columns = [S.DATASET, S.SPLIT, S.CELL, S.MODEL, S.USER_ID, "n_targets", "tie_rate", "v"]
+    same = [F.col("v").alias(metric_column(m, k)) for m in METRICS for k in KS]  # every metric the same draw
+    frame = spark.createDataFrame(rows, columns).select(*columns[:-1], *same)
     result = cell_metrics(frame, floor_users=1000).where((F.col("metric") == "ndcg") & (F.col("k") == 10))
     truth = 2 / 7
     covered = result.select(((F.col("ci_low") <= truth) & (truth <= F.col("ci_high"))).cast("int").alias("c"))
@@ -109,12 +109,13 @@ def test_paired_model_comparison_by_hand(spark):
     rows += [("test", "c", "b", f"u{i}", 0.5) for i in (1, 2, 3)] + [("test", "c", "a", "u4", 0.9)]
     result = compare_models(_users(spark, rows), "a", "b").first()
     assert result.n_users == 3
-    assert result.difference == pytest.approx(0.2)
+    assert result.value == pytest.approx(0.2)
     # sd of (0.1, 0.2, 0.3) = 0.1; z = 0.2 / (0.1 / sqrt 3)
     assert result.z == pytest.approx(0.2 / (0.1 / math.sqrt(3)))
     assert result.ci_low == pytest.approx(0.2 - 1.959963984540054 * 0.1 / math.sqrt(3))
     assert normal_p_value(result.z) < 0.001
     assert normal_p_value(0.0) == 1.0
+    assert result.p_value == pytest.approx(normal_p_value(result.z), abs=2e-7)
 
 
 def test_memorization_gap_pairs_seen_and_new_of_the_same_users(spark):
@@ -127,10 +128,11 @@ def test_memorization_gap_pairs_seen_and_new_of_the_same_users(spark):
         ("test", "known_future_new", "m", "u2", 0.3),
         ("test", "known_future_seen", "m", "u3", 0.9),  # no new-item target: not paired
     ]
-    gaps = {r.group: r for r in memorization_gap(_users(spark, rows)).collect()}
-    assert set(gaps) == {"known_future"}
-    assert gaps["known_future"].difference == pytest.approx(0.3)  # (0.5 + 0.1) / 2
-    assert gaps["known_future"].n_users == 2
+    gaps = {r.cell: r for r in memorization_gap(_users(spark, rows)).collect()}
+    assert set(gaps) == {"known_future_seen-known_future_new"}
+    gap = gaps["known_future_seen-known_future_new"]
+    assert gap.value == pytest.approx(0.3)  # (0.5 + 0.1) / 2
+    assert gap.n_users == 2
 
 
 def test_bootstrap_interval_is_close_to_the_normal_one_on_many_users(spark):
@@ -156,3 +158,50 @@ def test_cell_metrics_with_bootstrap_replace_the_normal_interval(spark):
     assert boot[("mrr", 10)].value == normal[("mrr", 10)].value
     assert boot[("mrr", 10)].ci_low != normal[("mrr", 10)].ci_low
     assert boot[("mrr", 10)].ci_low < boot[("mrr", 10)].value < boot[("mrr", 10)].ci_high
+
+
+def test_p_value_column_matches_erfc(spark):
+    from intent_spark.metrics import normal_p_value, p_value_column
+
+    zs = [0.0, 0.3, -1.0, 1.959963984540054, 2.5, -3.7, 6.0, 12.0]
+    frame = spark.createDataFrame([(z,) for z in zs], ["z"]).select(
+        "z", p_value_column(F.col("z")).alias("p")
+    )
+    for row in frame.collect():
+        assert row.p == pytest.approx(normal_p_value(row.z), abs=2e-7), row.z
+    assert spark.range(1).select(p_value_column(F.lit(None).cast("double"))).first()[0] is None
+
+
+def test_pairwise_comparisons_cover_every_model_pair_once(spark):
+    from intent_spark.metrics import pairwise_comparisons
+
+    # two users; c beats a by 0.2 for both (no spread: p = 0); b ties a exactly (p = 1)
+    rows = [("test", "x", m, u, v) for u in ("u1", "u2") for m, v in (("a", 0.3), ("b", 0.3), ("c", 0.5))]
+    result = {(r.model, r.baseline): r for r in pairwise_comparisons(_users(spark, rows)).collect()}
+    assert set(result) == {("a", "b"), ("a", "c"), ("b", "c")}
+    assert result[("a", "c")].value == pytest.approx(-0.2)
+    assert result[("a", "c")].p_value == 0.0
+    assert result[("a", "b")].value == 0.0
+    assert result[("a", "b")].p_value == 1.0
+    assert result[("b", "c")].n_users == 2
+
+
+def test_retention_is_future_over_past_with_a_delta_method_interval(spark):
+    from intent_spark.metrics import Z_95, retention
+
+    def row(cell, value, se, n):
+        return ("d", "test", cell, "m", "ndcg", 10, value, value - Z_95 * se, value + Z_95 * se, n, n, False)
+
+    rows = [
+        row("new_future_seen", 0.2, 0.02, 50),
+        row("new_past_seen", 0.4, 0.04, 80),
+        row("new_future_new", 0.1, 0.01, 50),
+        row("new_past_new", 0.0, 0.0, 80),  # a zero past score: no ratio
+    ]
+    metrics = spark.createDataFrame(rows, S.METRICS_SCHEMA)
+    result = retention(metrics).collect()
+    assert [r.cell for r in result] == ["new_future_seen/new_past_seen"]
+    # r = 0.5; se = sqrt(0.02^2 + 0.5^2 * 0.04^2) / 0.4 = 0.0707107
+    assert result[0].value == pytest.approx(0.5)
+    assert result[0].ci_high - result[0].value == pytest.approx(Z_95 * 0.0707107, rel=1e-5)
+    assert result[0].n_users == 50

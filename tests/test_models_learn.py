@@ -25,9 +25,10 @@ def learned(spark, split_lake, tmp_path_factory):
     uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow_learn') / 'mlflow.db'}"
     conf = load_models_conf(overrides={"sasrec": SHORT, "sasrec_f": SHORT})
     for model in ("popularity", "sasrec", "sasrec_f"):
-        train(spark, split_lake, DATASET, model, conf, tracking_uri=uri)
+        train(spark, split_lake, DATASET, model, conf, tracking_uri=uri, splits=["test"])
         score(spark, split_lake, DATASET, model, conf, tracking_uri=uri)
     ranks = read_table(spark, split_lake, S.RANKS, DATASET)
+    assert {r.split for r in ranks.select(S.SPLIT).distinct().collect()} == {"test"}  # as trained
     new_cells = F.col(S.CELL).endswith("_new")
     pooled = F.when(new_cells, F.lit("new")).otherwise(F.col(S.CELL))
     rows = ranks.groupBy(S.MODEL, pooled.alias("group")).agg(

@@ -254,3 +254,147 @@ def test_evaluate_writes_metrics_and_mlflow_finds_them_by_name(spark, toy, toy_r
     )
     assert sorted(found["tags.intent.model"]) == ["popularity", "repeat_last", "sasrec", "sasrec_f"]
     assert (found["metrics.test.known_future_new.mrr_10"] > 0).all()
+
+
+def test_comparisons_and_report_from_the_lake(spark, toy, toy_ranks, tmp_path, capsys):
+    """After evaluate: the comparisons table by hand, then `intent report` on the real tables."""
+    from intent_spark.cli import main
+
+    lake, uri = toy
+    comparisons = read_table(spark, lake, S.COMPARISONS, "toy").where(F.col(S.SPLIT) == "test")
+    kinds = {r.kind for r in comparisons.collect()}
+    assert {S.PAIRED, S.RETENTION} <= kinds
+    # a memorization gap needs users with both a seen and a new target in one period: count them
+    targets = read_table(spark, lake, S.TARGETS, "toy").where(F.col(S.SPLIT) == "test")
+    cells = {}
+    for r in targets.select(S.CELL, S.USER_ID).distinct().collect():
+        cells.setdefault(r.cell, set()).add(r.user_id)
+    groups = [
+        g
+        for g in ("known_future", "new_past", "new_future")
+        if cells.get(f"{g}_seen", set()) & cells.get(f"{g}_new", set())
+    ]
+    gaps = comparisons.where(F.col("kind") == S.MEMORIZATION_GAP).count()
+    assert gaps == 4 * len(groups)  # every model, every group with paired users
+    # known_future_new: sasrec ranks both new targets (z, e) at 6.5, sasrec_f ranks them apart,
+    # so the pair (sasrec, sasrec_f) has a row per cell and at most the cell's users
+    paired = comparisons.where((F.col("kind") == S.PAIRED) & (F.col(S.CELL) == "known_future_new"))
+    pairs = {(r.model, r.baseline) for r in paired.collect()}
+    assert pairs == {
+        ("popularity", "repeat_last"),
+        ("popularity", "sasrec"),
+        ("popularity", "sasrec_f"),
+        ("repeat_last", "sasrec"),
+        ("repeat_last", "sasrec_f"),
+        ("sasrec", "sasrec_f"),
+    }
+    out = tmp_path / "report"
+    assert main(["report", "--lake", lake, "--out", str(out), "--tracking-uri", uri]) == 0
+    err = capsys.readouterr().err
+    assert f"report: {out / 'report.html'}" in err and "report logged to MLflow run" in err
+    html = (out / "report.html").read_text()
+    assert '<table id="grid-toy" class="grid">' in html
+    assert sorted(p.name for p in (out / "figures").iterdir()) == [
+        "toy_cutoff_histogram.png",
+        "toy_grid.png",
+        "toy_memorization_gap.png",
+        "toy_scores.png",
+    ]
+    assert (
+        main(
+            [
+                "compare",
+                "--tracking-uri",
+                uri,
+                "--dataset",
+                "toy",
+                "--metrics",
+                r"^test\.known_past\.ndcg_10$",
+            ]
+        )
+        == 0
+    )
+    table = capsys.readouterr().out.splitlines()
+    assert table[1].startswith("test.known_past.ndcg_10") and len(table) == 2
+    assert all(f"toy/{m}" in table[0] for m in ("popularity", "repeat_last", "sasrec", "sasrec_f"))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_runs_nest_and_are_found_on_a_real_mlflow_server(spark, toy, toy_ranks, tmp_path):
+    """A real `mlflow server` on 127.0.0.1: a benchmark parent run, a nested training run,
+    metrics found by their documented names, and the report as the parent's artifacts."""
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    import mlflow
+    from mlflow import MlflowClient
+
+    from intent_spark.metrics import log_cell_metrics
+    from intent_spark.report import build_report
+    from intent_spark.tracking import EXPERIMENT, end_benchmark, log_report, start_benchmark
+
+    lake, _ = toy
+    port = _free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{tmp_path / 'server.db'}",
+            "--artifacts-destination",
+            str(tmp_path / "artifacts"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            assert server.poll() is None, server.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "mlflow server did not answer within 120 s"
+            time.sleep(0.5)
+        parent = start_benchmark(uri, "benchmark toy", {"datasets": "toy", "models": "popularity"})
+        child = train(spark, lake, "toy", "popularity", CONF, tracking_uri=uri, parent_run_id=parent)
+        score(spark, lake, "toy", "popularity", CONF, tracking_uri=uri)
+        # the metrics table already holds every model; only popularity has a run on this server
+        log_cell_metrics(uri, "toy", read_table(spark, lake, S.METRICS_TABLE, "toy").collect())
+        log_report(uri, str(build_report(spark, lake, tmp_path / "report").parent), parent)
+        end_benchmark(uri, parent, ok=True)
+
+        mlflow.set_tracking_uri(uri)
+        found = mlflow.search_runs(
+            experiment_names=[EXPERIMENT], filter_string="metrics.`test.known_future_new.mrr_10` > 0"
+        )
+        assert list(found["run_id"]) == [child]
+        assert found["tags.mlflow.parentRunId"][0] == parent
+        assert found["params.test_cutoff"][0] == "2024-04-01" and found["params.model"][0] == "popularity"
+        artifacts = {a.path for a in MlflowClient(uri).list_artifacts(parent, "report")}
+        assert {"report/report.html", "report/report.md", "report/figures", "report/tables"} <= artifacts
+        assert MlflowClient(uri).get_run(parent).info.status == "FINISHED"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
