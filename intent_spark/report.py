@@ -67,7 +67,7 @@ def load_results(spark: SparkSession, lake: str, datasets: Sequence[str] | None 
         raise IntentError(f"{lake}/metrics: no results yet (run `intent evaluate`)")
     chosen = sorted(metrics[S.DATASET].unique())
     if has_table(spark, lake, S.COMPARISONS):
-        comparisons = read_table(spark, lake, S.COMPARISONS).toPandas()
+        comparisons = read_table(spark, lake, S.COMPARISONS).toPandas()  # model pairs x cells: small
         comparisons = comparisons[comparisons[S.DATASET].isin(chosen)]
     else:
         comparisons = pd.DataFrame(columns=[f.name for f in S.COMPARISONS_SCHEMA.fields])
