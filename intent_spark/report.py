@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from intent_spark import schema as S
 from intent_spark.figures import pyplot, save_figure
@@ -67,8 +68,8 @@ def load_results(spark: SparkSession, lake: str, datasets: Sequence[str] | None 
         raise IntentError(f"{lake}/metrics: no results yet (run `intent evaluate`)")
     chosen = sorted(metrics[S.DATASET].unique())
     if has_table(spark, lake, S.COMPARISONS):
-        comparisons = read_table(spark, lake, S.COMPARISONS).toPandas()  # model pairs x cells: small
-        comparisons = comparisons[comparisons[S.DATASET].isin(chosen)]
+        chosen_rows = read_table(spark, lake, S.COMPARISONS).where(F.col(S.DATASET).isin(chosen))
+        comparisons = chosen_rows.toPandas()  # model pairs x cells: small
     else:
         comparisons = pd.DataFrame(columns=[f.name for f in S.COMPARISONS_SCHEMA.fields])
     summaries = {}
