@@ -7,7 +7,7 @@ DELTA_VERSION := 4.0.1
 DELTA_JARS := .jars/delta-spark_2.13-$(DELTA_VERSION).jar .jars/delta-storage-$(DELTA_VERSION).jar
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup demo test test-fast lint bench clean
+.PHONY: help setup demo test test-cluster test-fast lint bench clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -31,6 +31,9 @@ demo: setup ## run the pipeline on the embedded default (synthetic data, local S
 
 test: setup ## run the test suite (all but gpu-marked tests)
 	$(PY) -m pytest
+
+test-cluster: setup ## spark-submit chain on a local standalone cluster, with a killed executor (about 11 min)
+	$(PY) -m pytest -m cluster tests/test_cluster.py
 
 test-fast: setup ## the tests not marked slow
 	$(PY) -m pytest -m 'not slow and not gpu'

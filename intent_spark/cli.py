@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from intent_spark.config import CONF_DIR, ConfError, load_source, load_yaml
@@ -225,7 +226,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Generate (synthetic sources), ingest, split, verify, train, score, evaluate and report every
-    dataset of a run conf; the model runs nest under one MLflow benchmark run."""
+    dataset of a run conf; the model runs nest under one MLflow benchmark run. A stage whose
+    inputs are unchanged since it last finished is skipped, so a rerun resumes after a failure."""
     from intent_spark.generate import generate_release
     from intent_spark.ingest import ingest_source
     from intent_spark.metrics import evaluate
@@ -234,6 +236,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from intent_spark.session import build_session
     from intent_spark.split_report import write_split_report
     from intent_spark.splitting import load_split_conf, run_split
+    from intent_spark.stages import StageFailed, StageLog, fingerprint, raw_listing
     from intent_spark.tracking import default_tracking_uri, end_benchmark, log_report, start_benchmark
     from intent_spark.verify import verify_dataset
 
@@ -245,56 +248,66 @@ def cmd_run(args: argparse.Namespace) -> int:
     base = Path(run.get("workdir", "demo"))
     lake = str(args.lake or run.get("lake", base / "lake"))
     split_conf_path = run.get("split_conf", CONF_DIR / "split.yaml")
+    seed = int(run.get("seed", 0))
     report = reporter("run")
     spark = build_session("intent-run", _spark_overrides(args))
-    names = []
-    for entry in run.get("datasets", []):
+    logs: dict[str, StageLog] = {}
+    inputs: dict[str, str] = {}  # dataset -> fingerprint of its split, the models' common input
+
+    def data_stages(entry: dict) -> None:
         name = entry["name"]
-        names.append(name)
+        log = logs[name] = StageLog(lake, name, args.force, report)
+        source = entry.get("source", name)
         raw = entry.get("raw")
         if raw is None:
             raw_dir = base / "raw" / name
-            release = generate_release(
-                entry.get("source", name),
-                raw_dir,
-                int(entry.get("events", 20_000)),
-                seed=int(run.get("seed", 0)),
-                progress=report,
+            events = int(entry.get("events", 20_000))
+            made = fingerprint("generate", source, events, seed)
+            if not raw_listing(str(raw_dir.resolve())):
+                log.done.pop("generate", None)  # the files went: make them again
+            log.run(
+                "generate",
+                made,
+                lambda: generate_release(source, raw_dir, events, seed=seed, progress=report),
             )
-            raw = str(release.root)
-        conf = load_source(entry.get("conf", entry.get("source", name)))
-        summary = ingest_source(spark, conf, str(raw), lake, dataset=name, progress=report)
-        report(f"{name}: {summary.events:,} events, {summary.rejects:,} rejects, {summary.items:,} items")
-        run_split(spark, lake, name, load_split_conf(split_conf_path, name), progress=report)
-        folder = write_split_report(spark, lake, name)
-    failed = []
-    for name in names:
-        failed += [f"{name}/{r.split}/{r.name}" for r in verify_dataset(spark, lake, name) if not r.ok]
-    if failed:
-        print(f"intent run: verify failed: {', '.join(failed)}", file=sys.stderr)
-        return 1
-    report(f"verify: every leakage check and checksum passed for {', '.join(names)}")
-    if not models:
-        report(
-            f"done: lake at {lake}; split reports in {folder if names else '-'} (no models in {args.conf})"
-        )
-        return 0
-    uri = default_tracking_uri(lake, run.get("tracking_uri"))
-    parent = start_benchmark(
-        uri,
-        f"benchmark {Path(args.conf).stem}",
-        {
-            "conf": str(args.conf),
-            "datasets": ",".join(names),
-            "models": ",".join(models),
-            "seed": run.get("seed", 0),
-        },
-    )
-    ok = False
-    try:
-        for name in names:
-            for model in models:
-                train(
+            raw = str(raw_dir)
+        conf = load_source(entry.get("conf", source))
+
+        def ingest() -> None:
+            summary = ingest_source(spark, conf, str(raw), lake, dataset=name, progress=report)
+            report(f"{name}: {summary.events:,} events, {summary.rejects:,} rejects, {summary.items:,} items")
+
+        ingested = fingerprint("ingest", raw_listing(str(raw)), repr(conf))
+        log.run("ingest", ingested, ingest)
+        split_conf = load_split_conf(split_conf_path, name)
+        inputs[name] = fingerprint("split", ingested, repr(split_conf))
+
+        def split() -> None:
+            run_split(spark, lake, name, split_conf, progress=report)
+            write_split_report(spark, lake, name)
+
+        log.run("split", inputs[name], split)
+
+        def verify() -> None:
+            failed = [f"{r.split}/{r.name}" for r in verify_dataset(spark, lake, name) if not r.ok]
+            if failed:
+                raise IntentError(f"checks failed: {', '.join(failed)}")
+            report(f"{name}: every leakage check and checksum passed")
+
+        log.run("verify", inputs[name], verify)
+
+    def model_stages(name: str, parent: str) -> None:
+        log = logs[name]
+        trained = {}
+        for model in models:
+            settings = asdict(models_conf.sasrec(model)) if model in ("sasrec", "sasrec_f") else {}
+            trained[model] = fingerprint(
+                "train", inputs[name], model, models_conf.context, models_conf.max_tokens, settings
+            )
+            log.run(
+                f"train {model}",
+                trained[model],
+                lambda model=model: train(
                     spark,
                     lake,
                     name,
@@ -303,17 +316,50 @@ def cmd_run(args: argparse.Namespace) -> int:
                     tracking_uri=uri,
                     parent_run_id=parent,
                     progress=report,
-                )
-                rows = score(spark, lake, name, model, models_conf, tracking_uri=uri, progress=report)
-                report(f"{name} {model}: {rows:,} ranks")
-            floor = load_split_conf(split_conf_path, name).floor_users
-            evaluate(spark, lake, name, floor_users=floor, tracking_uri=uri, progress=report)
-        out = Path(run.get("report", base / "report"))
-        page = build_report(spark, lake, out, names, progress=report)
-        log_report(uri, str(out), parent)
-        ok = True
-    finally:
-        end_benchmark(uri, parent, ok)
+                ),
+            )
+            log.run(
+                f"score {model}",
+                trained[model],
+                lambda model=model: report(
+                    f"{name} {model}: {score(spark, lake, name, model, models_conf, tracking_uri=uri, progress=report):,} ranks"
+                ),
+            )
+        floor = load_split_conf(split_conf_path, name).floor_users
+        log.run(
+            "evaluate",
+            fingerprint("evaluate", trained, floor),
+            lambda: evaluate(spark, lake, name, floor_users=floor, tracking_uri=uri, progress=report),
+        )
+
+    names = [entry["name"] for entry in run.get("datasets", [])]
+    try:
+        for entry in run.get("datasets", []):
+            data_stages(entry)
+        if not models:
+            report(
+                f"done: lake at {lake}; split reports in {Path(lake) / 'reports' / 'split'} (no models in {args.conf})"
+            )
+            return 0
+        uri = default_tracking_uri(lake, run.get("tracking_uri"))
+        parent = start_benchmark(
+            uri,
+            f"benchmark {Path(args.conf).stem}",
+            {"conf": str(args.conf), "datasets": ",".join(names), "models": ",".join(models), "seed": seed},
+        )
+        ok = False
+        try:
+            for name in names:
+                model_stages(name, parent)
+            out = Path(run.get("report", base / "report"))
+            page = build_report(spark, lake, out, names, progress=report)
+            log_report(uri, str(out), parent)
+            ok = True
+        finally:
+            end_benchmark(uri, parent, ok)
+    except StageFailed as failure:
+        print(f"intent run: {failure}; fix it and rerun: finished stages are skipped", file=sys.stderr)
+        return 1
     report(f"MLflow runs (benchmark run {parent}): mlflow ui --backend-store-uri {uri}")
     report(f"compare them: intent compare --lake {lake} --metrics '^test\\..*ndcg_10$'")
     report(f"done: report at {page.resolve()}")
@@ -382,6 +428,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="the whole chain for the datasets in a run conf")
     run.add_argument("--conf", required=True)
     run.add_argument("--lake")
+    run.add_argument(
+        "--force", action="store_true", help="rerun every stage, even those whose inputs are unchanged"
+    )
     _add_spark_flags(run)
     run.set_defaults(func=cmd_run)
 

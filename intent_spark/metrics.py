@@ -110,6 +110,16 @@ def evaluate(
 ) -> int:
     """Write ``user_metrics``, ``metrics`` and ``comparisons`` from ``ranks``; log each model's
     cell metrics to its MLflow training run. Returns the number of metric rows."""
+    from intent_spark.progress import spark_progress
+
+    with spark_progress(spark, progress, f"{dataset} evaluate"):
+        rows = _metric_tables(spark, lake, dataset, floor_users, bootstrap, progress)
+    if tracking_uri:
+        log_cell_metrics(tracking_uri, dataset, rows, progress)
+    return len(rows)
+
+
+def _metric_tables(spark, lake: str, dataset: str, floor_users: int, bootstrap: int, progress) -> list:
     from intent_spark.io import read_table, write_dataset
 
     ranks = read_table(spark, lake, S.RANKS, dataset)
@@ -122,17 +132,14 @@ def evaluate(
     metrics = read_table(spark, lake, S.METRICS_TABLE, dataset)
     progress(f"{dataset}: paired model comparisons, memorization gaps and retention")
     write_dataset(comparisons(users, metrics), lake, S.COMPARISONS, dataset)
-    rows = metrics.collect()  # cells x models x metrics: small
-    if tracking_uri:
-        log_cell_metrics(tracking_uri, dataset, rows, progress)
-    return len(rows)
+    return metrics.collect()  # cells x models x metrics: small
 
 
 def log_cell_metrics(tracking_uri: str, dataset: str, rows: list, progress=lambda _: None) -> None:
     """Each model's ``metrics`` rows as MLflow metrics of its newest training run."""
     import mlflow
 
-    from intent_spark.tracking import find_run
+    from intent_spark.tracking import find_run, store
 
     for model in sorted({r[S.MODEL] for r in rows}):
         try:
@@ -143,7 +150,7 @@ def log_cell_metrics(tracking_uri: str, dataset: str, rows: list, progress=lambd
         values = {
             mlflow_name(r[S.SPLIT], r[S.CELL], r.metric, r.k): r.value for r in rows if r[S.MODEL] == model
         }
-        with mlflow.start_run(run_id=run.info.run_id):
+        with store(tracking_uri), mlflow.start_run(run_id=run.info.run_id):
             mlflow.log_metrics(values)
         progress(f"{dataset} {model}: {len(values)} metrics logged to MLflow run {run.info.run_id}")
 

@@ -26,7 +26,7 @@ from intent_spark.errors import IntentError
 from intent_spark.io import read_table, write_dataset
 from intent_spark.model_inputs import SPLITS, build_model_inputs, inputs_stamp, split_cutoffs
 from intent_spark.readers import read_catalogue, split_files, training_batches, user_blocks
-from intent_spark.tracking import code_version, find_run, start_run
+from intent_spark.tracking import code_version, find_run, start_run, store
 from models import MODEL_NAMES
 from models.popularity import Popularity
 from models.repeat_last import RepeatLast
@@ -262,7 +262,9 @@ def score(
     metrics: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(
-            mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path="model", dst_path=tmp)
+            mlflow.artifacts.download_artifacts(
+                run_id=run.info.run_id, artifact_path="model", dst_path=tmp, tracking_uri=tracking_uri
+            )
         )
         for split in splits:
             arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, dataset, split))
@@ -281,7 +283,7 @@ def score(
             metrics[f"score.{split}.targets_per_second"] = written / seconds if seconds else 0.0
             metrics[f"score.{split}.targets"] = float(written)
     rows = _write_ranks(spark, lake, dataset, model, staging, splits)
-    with mlflow.start_run(run_id=run.info.run_id):
+    with store(tracking_uri), mlflow.start_run(run_id=run.info.run_id):
         mlflow.log_metrics(metrics)
     return rows
 

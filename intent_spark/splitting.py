@@ -176,6 +176,13 @@ def run_split(
     progress: Callable[[str], None] = lambda _: None,
 ) -> list[SplitOutcome]:
     """Write holdout, splits, split_candidates, targets, split_counts and checksums of a dataset."""
+    from intent_spark.progress import spark_progress
+
+    with spark_progress(spark, progress, f"{dataset} split"):
+        return _split_tables(spark, lake, dataset, conf, progress)
+
+
+def _split_tables(spark, lake, dataset, conf, progress) -> list[SplitOutcome]:
     events = read_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
     progress(f"{dataset}: test split (holdout, cutoff, cells, targets)")
     test = split_population(events, dataset=dataset, split=S.TEST, conf=conf, manual=conf.manual_cutoff)

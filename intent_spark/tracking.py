@@ -43,15 +43,30 @@ def _artifact_root(tracking_uri: str) -> str | None:
     return None
 
 
-def experiment_id(tracking_uri: str, name: str = EXPERIMENT) -> str:
+@contextmanager
+def store(tracking_uri: str) -> Iterator[None]:
+    """MLflow's fluent calls (``mlflow.log_*``) go to ``tracking_uri`` inside the block only.
+    MLflow keeps the store in a global and in ``MLFLOW_TRACKING_URI``; left set, it would be
+    the default store of the next lake this process touches."""
     import mlflow
 
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    before = os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_tracking_uri(tracking_uri)
-    found = mlflow.get_experiment_by_name(name)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(before)
+
+
+def experiment_id(tracking_uri: str, name: str = EXPERIMENT) -> str:
+    from mlflow import MlflowClient
+
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    client = MlflowClient(tracking_uri)
+    found = client.get_experiment_by_name(name)
     if found is not None:
         return found.experiment_id
-    return mlflow.create_experiment(name, artifact_location=_artifact_root(tracking_uri))
+    return client.create_experiment(name, artifact_location=_artifact_root(tracking_uri))
 
 
 @contextmanager
@@ -66,7 +81,10 @@ def start_run(
     tags = {TAG_DATASET: dataset, TAG_MODEL: model, TAG_STAGE: "train"}
     if parent_run_id:
         tags[TAG_PARENT] = parent_run_id
-    with mlflow.start_run(experiment_id=exp, run_name=f"{dataset}/{model}", tags=tags) as run:
+    with (
+        store(tracking_uri),
+        mlflow.start_run(experiment_id=exp, run_name=f"{dataset}/{model}", tags=tags) as run,
+    ):
         mlflow.log_params(params)
         yield run
 
@@ -111,22 +129,18 @@ def compare_runs(tracking_uri: str, run_ids: list[str], dataset: str | None, pat
     dataset."""
     import re
 
-    import mlflow
     import pandas as pd
+    from mlflow import MlflowClient
 
+    client = MlflowClient(tracking_uri)
     exp = experiment_id(tracking_uri)
     if run_ids:
-        runs = [mlflow.get_run(r) for r in run_ids]
+        runs = [client.get_run(r) for r in run_ids]
     else:
         where = f"tags.`{TAG_STAGE}` = 'train' AND attributes.status = 'FINISHED'"
         if dataset:
             where += f" AND tags.`{TAG_DATASET}` = '{dataset}'"
-        found = mlflow.search_runs(
-            experiment_ids=[exp],
-            filter_string=where,
-            order_by=["attributes.start_time DESC"],
-            output_format="list",
-        )
+        found = client.search_runs([exp], filter_string=where, order_by=["attributes.start_time DESC"])
         latest: dict[tuple[str, str], Any] = {}
         for run in found:  # newest first: keep one run per dataset and model
             latest.setdefault((run.data.tags.get(TAG_DATASET), run.data.tags.get(TAG_MODEL)), run)
@@ -145,20 +159,19 @@ def compare_runs(tracking_uri: str, run_ids: list[str], dataset: str | None, pat
 
 def find_run(tracking_uri: str, dataset: str, model: str, run_id: str | None = None) -> Any:
     """The given run, or the newest finished training run of (dataset, model)."""
-    import mlflow
+    from mlflow import MlflowClient
 
-    exp = experiment_id(tracking_uri)
+    client = MlflowClient(tracking_uri)
     if run_id:
-        return mlflow.get_run(run_id)
-    runs = mlflow.search_runs(
-        experiment_ids=[exp],
+        return client.get_run(run_id)
+    runs = client.search_runs(
+        [experiment_id(tracking_uri)],
         filter_string=(
             f"tags.`{TAG_DATASET}` = '{dataset}' AND tags.`{TAG_MODEL}` = '{model}' "
             f"AND tags.`{TAG_STAGE}` = 'train' AND attributes.status = 'FINISHED'"
         ),
         order_by=["attributes.start_time DESC"],
         max_results=1,
-        output_format="list",
     )
     if not runs:
         raise IntentError(

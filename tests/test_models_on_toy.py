@@ -234,7 +234,7 @@ def test_evaluate_writes_metrics_and_mlflow_finds_them_by_name(spark, toy, toy_r
     import mlflow
 
     from intent_spark.metrics import evaluate
-    from intent_spark.tracking import EXPERIMENT
+    from intent_spark.tracking import EXPERIMENT, store
 
     lake, uri = toy
     evaluate(spark, lake, "toy", floor_users=1000, tracking_uri=uri)
@@ -248,10 +248,10 @@ def test_evaluate_writes_metrics_and_mlflow_finds_them_by_name(spark, toy, toy_r
     # u02's z and u05's e: both new, so sasrec ties them at 6.5 below the 4 trained items
     assert z_cell.where(F.col(S.MODEL) == "sasrec").first().value == pytest.approx(1 / 6.5)
     assert {r.below_floor for r in metrics.collect()} == {True}
-    mlflow.set_tracking_uri(uri)
-    found = mlflow.search_runs(
-        experiment_names=[EXPERIMENT], filter_string="metrics.`test.known_past.ndcg_10` >= 0"
-    )
+    with store(uri):
+        found = mlflow.search_runs(
+            experiment_names=[EXPERIMENT], filter_string="metrics.`test.known_past.ndcg_10` >= 0"
+        )
     assert sorted(found["tags.intent.model"]) == ["popularity", "repeat_last", "sasrec", "sasrec_f"]
     assert (found["metrics.test.known_future_new.mrr_10"] > 0).all()
 
@@ -330,6 +330,7 @@ def _free_port() -> int:
 def test_runs_nest_and_are_found_on_a_real_mlflow_server(spark, toy, toy_ranks, tmp_path):
     """A real `mlflow server` on 127.0.0.1: a benchmark parent run, a nested training run,
     metrics found by their documented names, and the report as the parent's artifacts."""
+    import os
     import subprocess
     import sys
     import time
@@ -340,9 +341,10 @@ def test_runs_nest_and_are_found_on_a_real_mlflow_server(spark, toy, toy_ranks, 
 
     from intent_spark.metrics import log_cell_metrics
     from intent_spark.report import build_report
-    from intent_spark.tracking import EXPERIMENT, end_benchmark, log_report, start_benchmark
+    from intent_spark.tracking import EXPERIMENT, end_benchmark, log_report, start_benchmark, store
 
     lake, _ = toy
+    store_before = os.environ.get("MLFLOW_TRACKING_URI")
     port = _free_port()
     server = subprocess.Popen(
         [
@@ -385,16 +387,19 @@ def test_runs_nest_and_are_found_on_a_real_mlflow_server(spark, toy, toy_ranks, 
         log_report(uri, str(build_report(spark, lake, tmp_path / "report").parent), parent)
         end_benchmark(uri, parent, ok=True)
 
-        mlflow.set_tracking_uri(uri)
-        found = mlflow.search_runs(
-            experiment_names=[EXPERIMENT], filter_string="metrics.`test.known_future_new.mrr_10` > 0"
-        )
+        with store(uri):
+            found = mlflow.search_runs(
+                experiment_names=[EXPERIMENT], filter_string="metrics.`test.known_future_new.mrr_10` > 0"
+            )
         assert list(found["run_id"]) == [child]
         assert found["tags.mlflow.parentRunId"][0] == parent
         assert found["params.test_cutoff"][0] == "2024-04-01" and found["params.model"][0] == "popularity"
         artifacts = {a.path for a in MlflowClient(uri).list_artifacts(parent, "report")}
         assert {"report/report.html", "report/report.md", "report/figures", "report/tables"} <= artifacts
         assert MlflowClient(uri).get_run(parent).info.status == "FINISHED"
+        # the server stays the store of these calls only, not of the next lake in this process
+        assert os.environ.get("MLFLOW_TRACKING_URI") == store_before
+        assert mlflow.get_tracking_uri() != uri
     finally:
         server.terminate()
         server.wait(timeout=30)

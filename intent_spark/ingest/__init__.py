@@ -35,6 +35,7 @@ from intent_spark.ingest.metadata import (
     users_from_file,
 )
 from intent_spark.io import read_table, spark_conf, write_dataset
+from intent_spark.progress import spark_progress
 
 TRUNCATED_AFTER = "_truncated_after"
 INGEST_SQL_CONF = {"spark.sql.files.ignoreCorruptFiles": "true"}
@@ -221,7 +222,7 @@ def ingest_source(
     file_rejects = _problem_frame(spark, problems, name)
 
     checked = None
-    with spark_conf(spark, INGEST_SQL_CONF):
+    with spark_conf(spark, INGEST_SQL_CONF), spark_progress(spark, progress, f"{name} ingest"):
         try:
             if readable:
                 checked = read_checked_lines(spark, spec, readable, problems).persist(StorageLevel.DISK_ONLY)

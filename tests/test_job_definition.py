@@ -1,0 +1,95 @@
+"""The scheduled job (databricks.yml) runs the jobs/ entry points with arguments the command
+line accepts, in the order of the chain, over every dataset and model."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from intent_spark.cli import build_parser
+from intent_spark.generate import SOURCES
+from models import MODEL_NAMES
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAIN = ("ingest", "split", "verify", "train", "score", "evaluate", "report")
+LOCAL_ONLY = {"generate", "run"}  # synthetic data and the laptop chain: not part of the cluster job
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return yaml.safe_load((ROOT / "databricks.yml").read_text())
+
+
+def _variables(bundle) -> dict[str, str]:
+    return {name: spec["default"] for name, spec in bundle["variables"].items()}
+
+
+def _resolve(text: str, variables: dict[str, str]) -> str:
+    return re.sub(r"\$\{var\.(\w+)\}", lambda m: variables[m.group(1)], text)
+
+
+def _expand(task: dict, variables: dict[str, str]) -> tuple[dict, list[list[str]]]:
+    """The task that runs, and its parameter lists: one per fan-out input, or the one."""
+    if "for_each_task" not in task:
+        return task, [[_resolve(p, variables) for p in task["spark_python_task"]["parameters"]]]
+    fan = task["for_each_task"]
+    inner = fan["task"]
+    runs = []
+    for item in json.loads(_resolve(fan["inputs"], variables)):
+
+        def fill(p, item=item):
+            p = _resolve(p, variables)
+            if isinstance(item, dict):
+                p = re.sub(r"\{\{input\.(\w+)\}\}", lambda m: item[m.group(1)], p)
+            return p.replace("{{input}}", str(item))
+
+        runs.append([fill(p) for p in inner["spark_python_task"]["parameters"]])
+    return inner, runs
+
+
+def _tasks(bundle) -> list[dict]:
+    return bundle["resources"]["jobs"]["intent_benchmark"]["tasks"]
+
+
+def test_every_task_calls_its_entry_point_with_arguments_the_cli_accepts(bundle):
+    variables = _variables(bundle)
+    clusters = {c["job_cluster_key"] for c in bundle["resources"]["jobs"]["intent_benchmark"]["job_clusters"]}
+    seen = []
+    for task in _tasks(bundle):
+        inner, runs = _expand(task, variables)
+        script = ROOT / inner["spark_python_task"]["python_file"]
+        stage = script.stem
+        assert script.exists() and script.parent.name == "jobs", script
+        assert f'main(["{stage}", *sys.argv[1:]])' in script.read_text()  # a thin entry point
+        assert task["task_key"] == stage and inner["job_cluster_key"] in clusters
+        for params in runs:
+            assert "{{" not in " ".join(params) and "${" not in " ".join(params), params
+            args = build_parser().parse_args([stage, *params])
+            assert args.func.__name__ == f"cmd_{stage}"
+        seen.append(stage)
+    entry_points = {p.stem for p in (ROOT / "jobs").glob("*.py")} - LOCAL_ONLY
+    assert sorted(seen) == sorted(entry_points)
+
+
+def test_tasks_follow_the_chain_and_fan_out_over_datasets_and_models(bundle):
+    variables = _variables(bundle)
+    order = {}
+    for task in _tasks(bundle):
+        needs = [d["task_key"] for d in task.get("depends_on", [])]
+        order[task["task_key"]] = 1 + max((order[n] for n in needs), default=-1)  # fails on a forward edge
+    assert sorted(order, key=order.get) == list(CHAIN)
+    assert len(set(order.values())) == len(CHAIN)  # a strict chain: each stage waits for the one before
+
+    runs = {task["task_key"]: _expand(task, variables)[1] for task in _tasks(bundle)}
+    datasets = {r[r.index("--dataset") + 1] for r in runs["split"]}
+    assert datasets == set(SOURCES)
+    pairs = {(r[r.index("--dataset") + 1], r[r.index("--model") + 1]) for r in runs["train"]}
+    assert pairs == set(itertools.product(SOURCES, MODEL_NAMES))
+    assert pairs == {(r[r.index("--dataset") + 1], r[r.index("--model") + 1]) for r in runs["score"]}
+    lakes = {r[r.index("--lake") + 1] for rs in runs.values() for r in rs}
+    assert lakes == {variables["lake"]}  # every stage reads and writes the same lake
