@@ -231,7 +231,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from intent_spark.generate import generate_release
     from intent_spark.ingest import ingest_source
     from intent_spark.metrics import evaluate
-    from intent_spark.modeling import check_model, load_models_conf, score, train
+    from intent_spark.modeling import NEURAL, check_model, load_models_conf, score, train
     from intent_spark.report import build_report
     from intent_spark.session import build_session
     from intent_spark.split_report import write_split_report
@@ -263,7 +263,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             raw_dir = base / "raw" / name
             events = int(entry.get("events", 20_000))
             made = fingerprint("generate", source, events, seed)
-            if not raw_listing(str(raw_dir.resolve())):
+            if not raw_listing(str(raw_dir)):
                 log.done.pop("generate", None)  # the files went: make them again
             log.run(
                 "generate",
@@ -300,7 +300,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         log = logs[name]
         trained = {}
         for model in models:
-            settings = asdict(models_conf.sasrec(model)) if model in ("sasrec", "sasrec_f") else {}
+            settings = asdict(models_conf.sasrec(model)) if model in NEURAL else {}
             trained[model] = fingerprint(
                 "train", inputs[name], model, models_conf.context, models_conf.max_tokens, settings
             )
