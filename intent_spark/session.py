@@ -38,6 +38,9 @@ LOCAL_CONF: dict[str, str] = {
     "spark.driver.memory": "4g",
     "spark.sql.shuffle.partitions": "8",
     "spark.ui.enabled": "false",
+    # Delta rebuilds a table's state in 50 tasks by default; the embedded lake's logs are small
+    # (verify of a 20k-event dataset: 27 s with 50, 13.5 s with 2).
+    "spark.databricks.delta.snapshotPartitions": "2",
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -67,7 +68,10 @@ def check_split(
     )
     truth = recomputed.select(S.USER_ID, F.col("_expected").alias(S.IS_NEW))
     population = population.join(holdout.select(S.USER_ID), S.USER_ID)
-    labelled = label_events(population, truth, cutoff)
+    # Most checks read the labelled events or the split's targets: computed once and kept on
+    # local disk, not the heap, they are not re-planned and re-joined per check.
+    labelled = label_events(population, truth, cutoff).persist(StorageLevel.DISK_ONLY)
+    population = labelled.select(*population.columns)
     training = training_events(labelled)
     record(
         "no_new_user_in_training",
@@ -86,7 +90,7 @@ def check_split(
         F.when(F.col(S.TS) < F.lit(cutoff), F.lit(S.PAST)).otherwise(F.lit(S.FUTURE)),
         F.coalesce(F.col("_seen"), F.lit(False)),
     )
-    split_targets = targets.where(F.col(S.SPLIT) == name)
+    split_targets = targets.where(F.col(S.SPLIT) == name).persist(StorageLevel.DISK_ONLY)
     checked = split_targets.join(truth, S.USER_ID, "left").join(seen, S.ITEM_ID, "left")
     record(
         "target_cell_consistent",
@@ -152,7 +156,11 @@ def check_split(
             ),
             "a catalogue item's training count or seen flag differs from the training events",
         )
-    return count_violations(dataset, name, pending)
+    try:
+        return count_violations(dataset, name, pending)
+    finally:
+        labelled.unpersist()
+        split_targets.unpersist()
 
 
 def count_violations(

@@ -14,18 +14,21 @@ import time
 import urllib.request
 from pathlib import Path
 
+import psutil
 import pyspark
 import pytest
-from conftest import same_tables
+from conftest import same_tables, write_run_conf
 
 from intent_spark import schema as S
 from intent_spark.session import delta_jars
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
 SPARK_HOME = Path(pyspark.__file__).parent
 DATASET = "hm"
+QUICK_JVM = "-Duser.timezone=UTC -XX:TieredStopAtLevel=1"
+TABLES = [S.EVENTS, S.HOLDOUT, S.SPLITS, S.TARGETS, S.CHECKSUMS, S.RANKS, S.METRICS_TABLE]
 
 
 def _port() -> int:
@@ -118,48 +121,77 @@ def _submit(master: str, stage: str, *args: str) -> subprocess.Popen:
         str(SPARK_HOME / "bin" / "spark-submit"), "--master", master,
         "--jars", ",".join(delta_jars()),
         "--conf", "spark.executor.memory=700m", "--conf", "spark.driver.memory=1g",
-        "--conf", "spark.sql.shuffle.partitions=4",
+        "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.databricks.delta.snapshotPartitions=2",
+        # short-lived JVMs on two shared cores: the quick compiler only (issue 6: 80-135 s a stage without)
+        "--conf", f"spark.driver.extraJavaOptions={QUICK_JVM}",
+        "--conf", f"spark.executor.extraJavaOptions={QUICK_JVM}",
         # a killed executor's tasks are retried on the other one, or on its replacement
         "--conf", "spark.task.maxFailures=4",
         str(REPO / "jobs" / f"{stage}.py"), *args,
     ]  # fmt: skip
-    return subprocess.Popen(
+    process = subprocess.Popen(
         command, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
+    process.started = time.monotonic()
+    return process
 
 
 def _finish(process: subprocess.Popen, stage: str, seen: str = "") -> str:
     out, _ = process.communicate(timeout=600)
     assert process.returncode == 0, f"{stage}: {(seen + out)[-3000:]}"
+    print(f"{stage}: {time.monotonic() - process.started:.1f} s")  # shown with -s or on failure
     return seen + out
 
 
 def _executors() -> list[int]:
-    found = subprocess.run(["pgrep", "-f", "CoarseGrainedExecutorBackend"], capture_output=True, text=True)
-    return [int(p) for p in found.stdout.split()]
+    return [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in (p.info["cmdline"] or [])
+    ]
 
 
-def test_chain_on_the_cluster_equals_the_local_run_despite_a_killed_executor(
-    spark, cluster, reference_run, tmp_path
-):
-    lake, mlflow_uri = str(tmp_path / "lake"), f"sqlite:///{tmp_path / 'mlflow.db'}"
-    common = ["--dataset", DATASET, "--lake", lake]
-    _finish(_submit(cluster, "ingest", *common, "--raw", str(reference_run / "raw" / DATASET)), "ingest")
-
-    split = _submit(cluster, "split", *common)
+def _kill_an_executor_after_the_test_cutoff(process: subprocess.Popen) -> str:
+    """Read the driver's output until the test cutoff is chosen (the validation split and every
+    write are still to come), SIGKILL one of the two executors, and return what was read."""
     seen = ""
-    for line in split.stdout:  # the test cutoff is chosen; the validation split and writes follow
+    for line in process.stdout:
         seen += line
         if "test cutoff" in line:
             break
-    assert split.poll() is None, f"the split ended before an executor could be killed: {seen[-3000:]}"
-    killed = _executors()
-    assert len(killed) == 2, killed
-    os.kill(killed[0], signal.SIGKILL)
-    log = _finish(split, "split", seen)
-    assert killed[0] not in _executors()
-    assert "Lost executor" in log, log[-3000:]
+    assert process.poll() is None, f"the split ended before an executor could be killed: {seen[-3000:]}"
+    executors = _executors()
+    assert len(executors) == 2, executors
+    os.kill(executors[0], signal.SIGKILL)
+    return seen
 
+
+def test_intent_run_on_the_cluster_equals_the_local_run_despite_a_killed_executor(
+    spark, cluster, reference_run, tmp_path
+):
+    """One spark-submit of jobs/run.py: generate, ingest, split, verify, train, score, evaluate."""
+    conf = write_run_conf(tmp_path / "cluster")
+    run = _submit(cluster, "run", "--conf", str(conf))
+    log = _finish(run, "run", _kill_an_executor_after_the_test_cutoff(run))
+    assert "Lost executor" in log, log[-3000:]
+    assert "done: report at" in log
+    same_tables(
+        spark, str(tmp_path / "cluster" / "work" / "lake"), str(reference_run / "lake"), DATASET, TABLES
+    )
+
+
+@pytest.mark.cluster
+def test_stage_by_stage_on_the_cluster_equals_the_local_run_despite_a_killed_executor(
+    spark, cluster, reference_run, tmp_path
+):
+    """One spark-submit per jobs/ entry point, as the scheduled job runs them (make test-cluster:
+    each stage starts its own driver and executors, about 11 minutes on two cores)."""
+    lake, mlflow_uri = str(tmp_path / "lake"), f"sqlite:///{tmp_path / 'mlflow.db'}"
+    common = ["--dataset", DATASET, "--lake", lake]
+    _finish(_submit(cluster, "ingest", *common, "--raw", str(reference_run / "raw" / DATASET)), "ingest")
+    split = _submit(cluster, "split", *common)
+    log = _finish(split, "split", _kill_an_executor_after_the_test_cutoff(split))
+    assert "Lost executor" in log, log[-3000:]
     for stage, extra in (
         ("verify", []),
         ("train", ["--model", "popularity", "--tracking-uri", mlflow_uri]),
@@ -167,6 +199,4 @@ def test_chain_on_the_cluster_equals_the_local_run_despite_a_killed_executor(
         ("evaluate", ["--tracking-uri", mlflow_uri]),
     ):
         _finish(_submit(cluster, stage, *common, *extra), stage)
-
-    tables = [S.EVENTS, S.HOLDOUT, S.SPLITS, S.TARGETS, S.CHECKSUMS, S.RANKS, S.METRICS_TABLE]
-    same_tables(spark, lake, str(reference_run / "lake"), DATASET, tables)
+    same_tables(spark, lake, str(reference_run / "lake"), DATASET, TABLES)
