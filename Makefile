@@ -43,8 +43,11 @@ lint: setup ## ruff check and format check
 	$(VENV)/bin/ruff format --check intent_spark models jobs tests
 
 BENCH_EVENTS ?= 5000000
-bench: setup ## ingest throughput on generated REES46 data (BENCH_EVENTS=5000000), then model throughput; see BENCHMARKS.md
+SCALE_EVENTS ?= 1000000 5000000 20000000 50000000
+bench: setup ## benchmarks, not tests (BENCHMARKS.md): ingest, split scaling vs DuckDB and RePlay, models
+	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/ingest_bench.py --dataset rees46 --events $(BENCH_EVENTS)
+	cd bench && ../$(PY) scale_bench.py --events $(SCALE_EVENTS) --out results/scale.json
 	cd bench && ../$(PY) model_bench.py --out results/models.json
 
 clean: ## remove demo output and caches (keeps .venv and .jars)

@@ -182,8 +182,11 @@ def run_split(
         return _split_tables(spark, lake, dataset, conf, progress)
 
 
-def _split_tables(spark, lake, dataset, conf, progress) -> list[SplitOutcome]:
-    events = read_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+def split_events(
+    events: DataFrame, dataset: str, conf: SplitConf, progress: Callable[[str], None] = lambda _: None
+) -> list[SplitOutcome]:
+    """The test split of ``events``, then the validation split of its training events; lazy,
+    nothing is written."""
     progress(f"{dataset}: test split (holdout, cutoff, cells, targets)")
     test = split_population(events, dataset=dataset, split=S.TEST, conf=conf, manual=conf.manual_cutoff)
     progress(
@@ -196,8 +199,13 @@ def _split_tables(spark, lake, dataset, conf, progress) -> list[SplitOutcome]:
     progress(
         f"{dataset}: validation cutoff {val.choice.cutoff:%Y-%m-%d} ({val.choice.rule}, share {val.choice.share:.3f})"
     )
-    outcomes = [test, val]
+    return [test, val]
 
+
+def _split_tables(spark, lake, dataset, conf, progress) -> list[SplitOutcome]:
+    events = read_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+    outcomes = split_events(events, dataset, conf, progress)
+    test, val = outcomes
     write_dataset(test.holdout.unionByName(val.holdout), lake, S.HOLDOUT, dataset)
     write_dataset(splits_rows(spark, dataset, conf, outcomes), lake, S.SPLITS, dataset)
     write_dataset(candidate_rows(spark, dataset, outcomes), lake, S.SPLIT_CANDIDATES, dataset)

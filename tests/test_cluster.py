@@ -122,7 +122,7 @@ def _submit(master: str, stage: str, *args: str) -> subprocess.Popen:
         "--jars", ",".join(delta_jars()),
         "--conf", "spark.executor.memory=700m", "--conf", "spark.driver.memory=1g",
         "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.databricks.delta.snapshotPartitions=2",
-        # short-lived JVMs on two shared cores: the quick compiler only (issue 6: 80-135 s a stage without)
+        # short-lived JVMs on two shared cores: the quick compiler is enough
         "--conf", f"spark.driver.extraJavaOptions={QUICK_JVM}",
         "--conf", f"spark.executor.extraJavaOptions={QUICK_JVM}",
         # a killed executor's tasks are retried on the other one, or on its replacement
@@ -185,7 +185,7 @@ def test_stage_by_stage_on_the_cluster_equals_the_local_run_despite_a_killed_exe
     spark, cluster, reference_run, tmp_path
 ):
     """One spark-submit per jobs/ entry point, as the scheduled job runs them (make test-cluster:
-    each stage starts its own driver and executors, about 11 minutes on two cores)."""
+    each stage starts its own driver and executors: 11 minutes on two cores when measured)."""
     lake, mlflow_uri = str(tmp_path / "lake"), f"sqlite:///{tmp_path / 'mlflow.db'}"
     common = ["--dataset", DATASET, "--lake", lake]
     _finish(_submit(cluster, "ingest", *common, "--raw", str(reference_run / "raw" / DATASET)), "ingest")
