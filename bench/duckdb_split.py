@@ -284,15 +284,11 @@ def summarize_spark_outcomes(outcomes: list[Any]) -> dict[str, Any]:
     Counting the lazy targets runs Spark's split again without the Delta writes, which is the
     like-for-like timing against DuckDB; the result is one row per cell.
     """
-    from pyspark.sql import functions as F
+    from intent_spark.splitting import cell_counts
 
     found: dict[str, Any] = {}
     for outcome in outcomes:
-        counts = (
-            outcome.targets.groupBy(S.CELL)
-            .agg(F.count_distinct(S.USER_ID).alias("n_users"), F.count(F.lit(1)).alias("n_targets"))
-            .collect()
-        )
+        counts = cell_counts(outcome.targets, floor_users=0).collect()  # one row per cell
         found[outcome.name] = {
             "cutoff": outcome.choice.cutoff.isoformat(),
             "granularity": outcome.choice.granularity,
