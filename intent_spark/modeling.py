@@ -321,6 +321,7 @@ def _rank_split(fitted, urls, conf, device, out_path, expected, progress) -> tup
             batch_size=settings.score_batch,
             chunk_items=chunk,
             device=device,
+            fuse_from_items=settings.score_fuse_from_items,
             progress=report,
         ):
             writer.write_table(pa.table({S.SEQ: seqs, S.RANK: ranks, S.TIED: ties}, schema=schema))

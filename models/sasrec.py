@@ -34,8 +34,9 @@ class SASRecConf:
     shuffle_buffer: int = 10_000
     seed: int = 0
     id_dropout: float = 0.5
-    score_batch: int = 1024  # contexts encoded at once when scoring
-    score_chunk_items: int = 2_000_000  # scores ranked at once on the CPU (cache-sized)
+    score_batch: int = 128  # contexts encoded and ranked at once when scoring
+    score_chunk_items: int = 1_000_000  # scores per product on the CPU (a block of items, in cache)
+    score_fuse_from_items: int = 50_000  # from this catalogue size the CPU compiles its ranking
     score_chunk_items_gpu: int = 256_000_000
 
 
@@ -76,19 +77,47 @@ class SASRec(nn.Module):
         return (index >= 1) & (index <= self.n_trained)
 
     # --- sequence encoder ---
-    def encode(self, sequences: torch.Tensor) -> torch.Tensor:
-        """(B, L) left-padded item indices -> (B, L, dims) causal states."""
-        batch, length = sequences.shape
+    def _embedded(
+        self, sequences: torch.Tensor, item_table: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Input vectors (B, L, dims) and the (B, L, L) attention block: causal, no attention to
+        padding, but every position may see itself (no empty rows). ``item_table`` holds every
+        catalogue index's vector when the caller has it (``catalogue_matrix``)."""
+        length = sequences.shape[1]
         positions = torch.arange(length, device=sequences.device)
-        x = self.item_vectors(sequences) * math.sqrt(self.conf.dims) + self.position(positions)
-        x = self.input_dropout(x)
+        vectors = self.item_vectors(sequences) if item_table is None else item_table[sequences]
+        x = vectors * math.sqrt(self.conf.dims) + self.position(positions)
         padding = sequences == 0
-        # Causal, no attention to padding, but every position may see itself (no empty rows).
         blocked = torch.triu(torch.ones(length, length, dtype=torch.bool, device=x.device), 1)
         blocked = blocked.unsqueeze(0) | padding.unsqueeze(1)
         blocked = blocked & ~torch.eye(length, dtype=torch.bool, device=x.device).unsqueeze(0)
+        return x, blocked
+
+    def encode(self, sequences: torch.Tensor) -> torch.Tensor:
+        """(B, L) left-padded item indices -> (B, L, dims) causal states."""
+        x, blocked = self._embedded(sequences)
         mask = blocked.repeat_interleave(self.conf.heads, dim=0)
-        return self.norm(self.encoder(x, mask=mask))
+        return self.norm(self.encoder(self.input_dropout(x), mask=mask))
+
+    @torch.no_grad()
+    def encode_last(self, sequences: torch.Tensor, item_table: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, L) -> (B, dims): the state after the last position, the only one scoring uses.
+
+        Equal to ``encode(sequences)[:, -1]`` in evaluation mode; the last block runs its
+        attention query and feed-forward for that one position instead of all L. With
+        ``item_table`` (``catalogue_matrix()``) the inputs are looked up, not rebuilt from tokens.
+        """
+        x, blocked = self._embedded(sequences, item_table)
+        *inner, last = self.encoder.layers
+        for layer in inner:
+            x = layer(x, src_mask=blocked.repeat_interleave(self.conf.heads, dim=0))
+        # The last position sees every non-padding position and itself.
+        keys = last.norm1(x)
+        seen = blocked[:, -1:, :].repeat_interleave(self.conf.heads, dim=0)
+        attended = last.self_attn(keys[:, -1:], keys, keys, attn_mask=seen, need_weights=False)[0]
+        state = x[:, -1] + attended[:, 0]
+        state = state + last.linear2(last.activation(last.linear1(last.norm2(state))))
+        return self.norm(state)
 
     # --- training loss ---
     def loss(self, sequences: torch.Tensor, sampler: NegativeSampler | None = None) -> torch.Tensor:
@@ -106,11 +135,10 @@ class SASRec(nn.Module):
 
     # --- scoring ---
     @torch.no_grad()
-    def catalogue_scores(self, contexts: torch.Tensor, catalogue: torch.Tensor | None = None) -> torch.Tensor:
+    def catalogue_scores(self, contexts: torch.Tensor) -> torch.Tensor:
         """(B, N + 1) scores of every catalogue index after each (B, L) context; -inf where unscorable."""
-        if catalogue is None:
-            catalogue = self.catalogue_matrix()
-        scores = self.encode(contexts)[:, -1] @ catalogue.T
+        catalogue = self.catalogue_matrix()
+        scores = self.encode_last(contexts, catalogue) @ catalogue.T
         return scores.masked_fill(~self.scorable(), float("-inf"))
 
     @torch.no_grad()

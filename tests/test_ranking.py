@@ -132,3 +132,61 @@ def test_rank_within_scorable_equals_the_full_rank(values, pick):
     got, tied = rank_within_scorable(sub, torch.tensor([column]), len(values) - len(columns))
     assert got.item() == tie_aware_rank(full, torch.tensor([target])).item()
     assert tied.item() == sum(v == values[target - 1] for v in values) - 1
+
+
+def test_fused_counts_equal_the_two_passes_on_ties_and_minus_inf():
+    from models.ranking import count_higher_and_tied, fused_count_higher_and_tied
+
+    scores = torch.tensor(
+        [[0.5, 0.5, 0.9, NEG, 0.1, 0.5], [NEG, NEG, NEG, 0.2, 0.2, 0.3], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]]
+    )
+    targets = torch.tensor([[0.5], [NEG], [6.0]])
+    higher, equal = fused_count_higher_and_tied(scores, targets)
+    assert higher.tolist() == [1, 3, 0] and equal.tolist() == [3, 3, 1]
+    rows = torch.randn(37, 1001)
+    rows[:, 500:520] = rows[:, :1]  # a tie group of 21 with the target
+    for got, want in zip(
+        fused_count_higher_and_tied(rows, rows[:, :1]), count_higher_and_tied(rows, rows[:, :1]), strict=True
+    ):
+        assert torch.equal(got, want)
+
+
+def test_rank_blocks_gives_the_same_ranks_fused_or_not_in_any_chunking():
+    from intent_spark.readers import UserBlock
+    from models.sasrec import SASRec, SASRecConf
+    from models.scoring import rank_blocks
+
+    torch.manual_seed(0)
+    model = SASRec(30, 25, SASRecConf(blocks=1, dims=8, context=5, dropout=0.0))
+    with torch.no_grad():
+        model.id_embedding.weight[7] = model.id_embedding.weight[3]  # items 3 and 7 tie exactly
+    rng = np.random.default_rng(0)
+    blocks = [UserBlock(rng.integers(1, 31, 12), np.arange(1, 12), np.arange(11) + 11 * u) for u in range(9)]
+
+    def ranked(**how):
+        out = list(rank_blocks(model, blocks, context=5, batch_size=16, device=torch.device("cpu"), **how))
+        return np.concatenate([r for _, r, _ in out]), np.concatenate([t for _, _, t in out])
+
+    plain_ranks, plain_ties = ranked(chunk_items=10_000)
+    for how in ({"chunk_items": 25}, {"chunk_items": 100, "fuse_from_items": 1}):
+        ranks, ties = ranked(**how)
+        assert np.array_equal(ranks, plain_ranks) and np.array_equal(ties, plain_ties)
+    # ties: none, the exact pair (3, 7), and the five unscorable items 26..30 at the bottom
+    assert set(plain_ties.tolist()) == {0, 1, 4} and plain_ranks.max() == 1 + 25 + 4 / 2
+
+
+@pytest.mark.parametrize("block_items", [1, 3, 7, 1000])
+def test_ranking_by_item_blocks_equals_ranking_the_whole_score_matrix(block_items):
+    from models.ranking import rank_in_item_blocks
+
+    torch.manual_seed(1)
+    matrix = torch.randn(20, 4)
+    matrix[15] = matrix[2]  # equal vectors in different blocks must still tie
+    matrix[9] = 0.0
+    matrix[10] = 0.0
+    states = torch.randn(6, 4)
+    columns = torch.tensor([2, 15, 9, 0, -1, 19])  # -1: a target the model cannot score
+    want = rank_within_scorable(states @ matrix.T, columns, n_unscorable=5)
+    got = rank_in_item_blocks(states, matrix, columns, 5, block_items)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert got[1][:3].tolist() == [1, 1, 1] and got[0][4].item() == 1 + 20 + 4 / 2

@@ -84,3 +84,15 @@ def test_sampled_softmax_loss_is_finite_and_learns():
     model.eval()
     ranks = tie_aware_rank(model.catalogue_scores(torch.tensor([[10, 11, 12, 13]])), torch.tensor([14]))
     assert ranks.item() <= 3
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_encode_last_is_the_last_state_of_the_full_encoder(heads):
+    torch.manual_seed(0)
+    model = SASRec(20, 20, SASRecConf(blocks=3, dims=8, heads=heads, context=6, dropout=0.0)).eval()
+    contexts = torch.tensor([[0, 0, 0, 0, 0, 7], [0, 0, 3, 9, 3, 1], [5, 6, 7, 8, 9, 10]])
+    assert torch.allclose(model.encode_last(contexts), model.encode(contexts)[:, -1], atol=1e-6)
+    tokens = torch.randint(0, 5, (21, 3))
+    with_tokens = SASRecF(20, 15, SASRecConf(blocks=2, dims=8, heads=heads, context=6), tokens, 4).eval()
+    full = with_tokens.encode(contexts)[:, -1]
+    assert torch.allclose(with_tokens.encode_last(contexts, with_tokens.catalogue_matrix()), full, atol=1e-6)
