@@ -17,6 +17,7 @@ from intent_spark import schema as S
 from intent_spark.cells import cell_name, label_events, seen_items, training_events
 from intent_spark.holdout import is_held_out
 from intent_spark.io import has_table, read_table
+from intent_spark.protocols import targets_preceding_training
 from intent_spark.splitting import compute_checksums
 
 MAX_TARGETS_PER_PERIOD = 100
@@ -141,6 +142,15 @@ def check_split(
             "model_inputs_before_cutoff",
             sequences.where(F.col(S.LAST_TS) >= F.lit(cutoff)),
             "a training sequence holds an event at or after the cutoff",
+        )
+        # What leave-last-out gets wrong: the model trained on a period it is then scored on.
+        record(
+            "model_inputs_end_before_future_targets",
+            targets_preceding_training(
+                sequences.select(F.col(S.LAST_TS).alias(S.TS)),
+                split_targets.where(F.col(S.TS) >= F.lit(cutoff)),
+            ),
+            "a future target precedes an event the model trained on",
         )
         record(
             "model_inputs_known_users",

@@ -199,6 +199,7 @@ def test_verify_checks_the_model_inputs_and_catches_a_leak(spark, toy):
     assert {
         "model_inputs_before_cutoff",
         "model_inputs_known_users",
+        "model_inputs_end_before_future_targets",
         "catalogue_counts_training_only",
     } <= names
     assert [r for r in results if not r.ok] == []
@@ -209,10 +210,10 @@ def test_verify_checks_the_model_inputs_and_catches_a_leak(spark, toy):
     )
     catalogue = read_table(spark, lake, S.CATALOGUE, "toy").where(F.col(S.SPLIT) == "test")
     sequences = read_table(spark, lake, S.TRAIN_SEQUENCES, "toy").where(F.col(S.SPLIT) == "test")
-    # u02's chunk reaching its Apr 5 event (z = 8), and a held-out user's chunk
+    # u02's chunk reaching May 5 (after its Apr 5 event, z = 8), and a held-out user's chunk
     leaked = spark.createDataFrame(
         [
-            ("toy", "test", "u02", 2, [0, 4, 8], datetime(2024, 4, 5, 12)),
+            ("toy", "test", "u02", 2, [0, 4, 8], datetime(2024, 5, 5, 12)),
             ("toy", "test", "u06", 0, [0, 3, 7], datetime(2024, 2, 10)),
         ],
         S.TRAIN_SEQUENCES_SCHEMA,
@@ -227,7 +228,12 @@ def test_verify_checks_the_model_inputs_and_catches_a_leak(spark, toy):
         (catalogue, sequences.unionByName(leaked)),
     )
     failed = {r.name: r.violations for r in results if not r.ok}
-    assert failed == {"model_inputs_before_cutoff": 1, "model_inputs_known_users": 1}
+    # the future targets of u02 (Apr 5), u03 (May 3) and u05 (May 4) precede that chunk's end
+    assert failed == {
+        "model_inputs_before_cutoff": 1,
+        "model_inputs_known_users": 1,
+        "model_inputs_end_before_future_targets": 3,
+    }
 
 
 def test_evaluate_writes_metrics_and_mlflow_finds_them_by_name(spark, toy, toy_ranks):
