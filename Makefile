@@ -48,7 +48,7 @@ bench: setup ## benchmarks, not tests (BENCHMARKS.md): ingest, split scaling vs 
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/ingest_bench.py --dataset rees46 --events $(BENCH_EVENTS)
 	cd bench && ../$(PY) scale_bench.py --events $(SCALE_EVENTS) --out results/scale.json
-	cd bench && ../$(PY) model_bench.py --out results/models.json
+	cd bench && ../$(PY) model_bench.py --out results/models.json --tracking-uri sqlite:///results/mlflow.db
 
 clean: ## remove demo output and caches (keeps .venv and .jars)
 	rm -rf demo spark-warehouse .pytest_cache
