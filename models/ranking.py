@@ -67,20 +67,20 @@ fused_count_higher_and_tied = FusedCounter()
 
 
 def rank_within_scorable(
-    scores: torch.Tensor, target_columns: torch.Tensor, n_unscorable: int, count=count_higher_and_tied
+    scores: torch.Tensor, target_columns: torch.Tensor, n_unscorable: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The same rank when only the M scorable items were scored: ``scores`` is (B, M).
 
     ``target_columns`` holds each target's column in ``scores``, or -1 when the model cannot
     score the target. The ``n_unscorable`` other items all sit at ``-inf``: below every scorable
     target, and in one tie with an unscorable one (1 + M + (n_unscorable - 1) / 2). Returns the
-    ranks and, per target, how many other items tie with it. ``count`` counts the higher and
-    equal scores per row (``count_higher_and_tied`` or its fused form).
+    ranks and, per target, how many other items tie with it. Scoring ranks in item blocks
+    (``rank_in_item_blocks``); this whole-matrix form is the reference it is tested against.
     """
     if scores.shape[1] == 0:
         return _ranks(None, None, target_columns, 0, n_unscorable)
     target_scores = scores.gather(1, target_columns.clamp(min=0).view(-1, 1))
-    higher, equal = count(scores, target_scores)
+    higher, equal = count_higher_and_tied(scores, target_scores)
     return _ranks(higher, equal, target_columns, scores.shape[1], n_unscorable)
 
 
