@@ -80,9 +80,20 @@ def cmd_split(args: argparse.Namespace) -> int:
         )
         if value is not None
     }
-    conf = load_split_conf(args.conf or CONF_DIR / "split.yaml", args.dataset, overrides)
+    from intent_spark.compare import SEED_PREFIX, seed_of
+    from intent_spark.io import source_dataset, variant_name
+    from intent_spark.protocols import protocol_of, run_protocol_split
+
+    variant = variant_name(args.dataset) or ""
+    if variant.startswith(SEED_PREFIX) and args.seed is None:  # amazon_hk.seed1 is seed 1
+        overrides["seed"] = seed_of(args.dataset)
+    conf = load_split_conf(args.conf or CONF_DIR / "split.yaml", source_dataset(args.dataset), overrides)
     report = reporter("split")
     spark = build_session("intent-split", _spark_overrides(args))
+    if protocol_of(args.dataset):
+        run_protocol_split(spark, args.lake, args.dataset, conf.max_targets_per_period, progress=report)
+        report(f"{args.dataset}: protocol split written (test split only; `intent verify` reports its leak)")
+        return 0
     run_split(spark, args.lake, args.dataset, conf, progress=report)
     out = write_split_report(spark, args.lake, args.dataset, Path(args.out) if args.out else None)
     report(f"{args.dataset}: split report in {out}")
@@ -166,6 +177,24 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_transfer(args: argparse.Namespace) -> int:
+    from intent_spark.modeling import load_models_conf, score_transfer
+    from intent_spark.session import build_session
+    from intent_spark.tracking import default_tracking_uri
+
+    conf = load_models_conf(args.models_conf)
+    uri = default_tracking_uri(args.lake, args.tracking_uri)
+    report = reporter("transfer")
+    spark = build_session("intent-transfer", _spark_overrides(args))
+    rows = score_transfer(
+        spark, args.lake, args.source, args.target, conf, tracking_uri=uri, model=args.model, progress=report
+    )
+    report(
+        f"{args.target} {args.model}@{args.source}: {rows:,} ranks; run `intent evaluate --dataset {args.target}`"
+    )
+    return 0
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from intent_spark.metrics import evaluate
     from intent_spark.session import build_session
@@ -226,12 +255,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Generate (synthetic sources), ingest, split, verify, train, score, evaluate and report every
-    dataset of a run conf; the model runs nest under one MLflow benchmark run. A stage whose
-    inputs are unchanged since it last finished is skipped, so a rerun resumes after a failure."""
+    dataset of a run conf, and the comparisons of its ``compare:`` part; the model runs nest
+    under one MLflow benchmark run. A stage whose inputs are unchanged since it last finished is
+    skipped, so a rerun resumes after a failure."""
+    from dataclasses import replace
+
+    from intent_spark import schema as S
+    from intent_spark.compare import load_compare_conf, seed_of, write_leaks, write_sensitivity
     from intent_spark.generate import generate_release
     from intent_spark.ingest import ingest_source
+    from intent_spark.io import source_dataset
     from intent_spark.metrics import evaluate
-    from intent_spark.modeling import NEURAL, check_model, load_models_conf, score, train
+    from intent_spark.modeling import NEURAL, check_model, load_models_conf, score, score_transfer, train
+    from intent_spark.protocols import run_protocol_split
     from intent_spark.report import build_report
     from intent_spark.session import build_session
     from intent_spark.split_report import write_split_report
@@ -245,6 +281,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     for model in models:
         check_model(model)  # before hours of ingest, not after
     models_conf = load_models_conf(run.get("models_conf"), run.get("model_overrides"))
+    names = [entry["name"] for entry in run.get("datasets", [])]
+    compare = load_compare_conf(run.get("compare"), names, models)
     base = Path(run.get("workdir", "demo"))
     lake = str(args.lake or run.get("lake", base / "lake"))
     split_conf_path = run.get("split_conf", CONF_DIR / "split.yaml")
@@ -253,6 +291,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     spark = build_session("intent-run", _spark_overrides(args))
     logs: dict[str, StageLog] = {}
     inputs: dict[str, str] = {}  # dataset -> fingerprint of its split, the models' common input
+    trained: dict[str, dict[str, str]] = {}  # dataset -> model -> fingerprint of its training
 
     def data_stages(entry: dict) -> None:
         name = entry["name"]
@@ -272,6 +311,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
             raw = str(raw_dir)
         conf = load_source(entry.get("conf", source))
+        if "per_signal" in entry:  # KuaiRand's all-signals mode beside its default
+            action = replace(conf.events.action, per_signal=bool(entry["per_signal"]))
+            conf = replace(conf, events=replace(conf.events, action=action))
 
         def ingest() -> None:
             summary = ingest_source(spark, conf, str(raw), lake, dataset=name, progress=report)
@@ -287,26 +329,59 @@ def cmd_run(args: argparse.Namespace) -> int:
             write_split_report(spark, lake, name)
 
         log.run("split", inputs[name], split)
+        verify_stage(name)
 
+    def verify_stage(name: str) -> None:
         def verify() -> None:
             failed = [f"{r.split}/{r.name}" for r in verify_dataset(spark, lake, name) if not r.ok]
             if failed:
                 raise IntentError(f"checks failed: {', '.join(failed)}")
             report(f"{name}: every leakage check and checksum passed")
 
-        log.run("verify", inputs[name], verify)
+        logs[name].run("verify", inputs[name], verify)
 
-    def model_stages(name: str, parent: str) -> None:
+    def variant_stages(name: str) -> None:
+        """Protocol and seed variants of a dataset, its cutoff sensitivity and leak counts."""
+        split_conf = load_split_conf(split_conf_path, name)
+        logs[name].run("sensitivity", inputs[name], lambda: write_sensitivity(spark, lake, name, split_conf))
+        logs[name].run("leaks", inputs[name], lambda: write_leaks(spark, lake, name))
+        for variant in compare.protocol_variants(name):
+            log = logs[variant] = StageLog(lake, variant, args.force, report)
+            inputs[variant] = fingerprint(
+                "protocol", inputs[name], variant, split_conf.max_targets_per_period
+            )
+            log.run(
+                "split",
+                inputs[variant],
+                lambda variant=variant: run_protocol_split(
+                    spark, lake, variant, split_conf.max_targets_per_period, progress=report
+                ),
+            )
+            log.run("leaks", inputs[variant], lambda variant=variant: write_leaks(spark, lake, variant))
+        for variant in compare.seed_variants(name):
+            logs[variant] = StageLog(lake, variant, args.force, report)
+            seeded = load_split_conf(split_conf_path, name, {"seed": seed_of(variant)})
+            inputs[variant] = fingerprint("seed", inputs[name], repr(seeded))
+            logs[variant].run(
+                "split",
+                inputs[variant],
+                lambda variant=variant, seeded=seeded: run_split(
+                    spark, lake, variant, seeded, progress=report
+                ),
+            )
+            verify_stage(variant)
+
+    def model_stages(name: str, parent: str, splits: tuple[str, ...]) -> None:
         log = logs[name]
-        trained = {}
+        trained[name] = {}
         for model in models:
             settings = asdict(models_conf.sasrec(model)) if model in NEURAL else {}
-            trained[model] = fingerprint(
+            done = trained[name][model] = fingerprint(
                 "train", inputs[name], model, models_conf.context, models_conf.max_tokens, settings
             )
             log.run(
                 f"train {model}",
-                trained[model],
+                done,
                 lambda model=model: train(
                     spark,
                     lake,
@@ -315,27 +390,43 @@ def cmd_run(args: argparse.Namespace) -> int:
                     models_conf,
                     tracking_uri=uri,
                     parent_run_id=parent,
+                    splits=splits,
                     progress=report,
                 ),
             )
             log.run(
                 f"score {model}",
-                trained[model],
+                done,
                 lambda model=model: report(
                     f"{name} {model}: {score(spark, lake, name, model, models_conf, tracking_uri=uri, progress=report):,} ranks"
                 ),
             )
-        floor = load_split_conf(split_conf_path, name).floor_users
-        log.run(
+
+    def transfer_stage(source: str, target: str) -> str:
+        done = fingerprint("transfer", trained[source]["sasrec_f"], inputs[target])
+        logs[target].run(
+            f"transfer sasrec_f from {source}",
+            done,
+            lambda: report(
+                f"{target} sasrec_f@{source}: "
+                f"{score_transfer(spark, lake, source, target, models_conf, tracking_uri=uri, progress=report):,} ranks"
+            ),
+        )
+        return done
+
+    def evaluate_stage(name: str, transfers: list[str]) -> None:
+        floor = load_split_conf(split_conf_path, source_dataset(name)).floor_users
+        logs[name].run(
             "evaluate",
-            fingerprint("evaluate", trained, floor),
+            fingerprint("evaluate", trained[name], transfers, floor),
             lambda: evaluate(spark, lake, name, floor_users=floor, tracking_uri=uri, progress=report),
         )
 
-    names = [entry["name"] for entry in run.get("datasets", [])]
     try:
         for entry in run.get("datasets", []):
             data_stages(entry)
+        for name in compare.datasets:
+            variant_stages(name)
         if not models:
             report(
                 f"done: lake at {lake}; split reports in {Path(lake) / 'reports' / 'split'} (no models in {args.conf})"
@@ -350,9 +441,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         ok = False
         try:
             for name in names:
-                model_stages(name, parent)
+                model_stages(name, parent, (S.TEST, S.VAL))
+            for variant in compare.variants():  # scored on their test split only
+                model_stages(variant, parent, (S.TEST,))
+            transfers: dict[str, list[str]] = {}
+            for source, target in compare.transfer:
+                transfers.setdefault(target, []).append(transfer_stage(source, target))
+            for name in names + compare.variants():
+                evaluate_stage(name, transfers.get(name, []))
             out = Path(run.get("report", base / "report"))
-            page = build_report(spark, lake, out, names, progress=report)
+            page = build_report(spark, lake, out, names, compare=compare, progress=report)
             log_report(uri, str(out), parent)
             ok = True
         finally:
@@ -410,6 +508,18 @@ def build_parser() -> argparse.ArgumentParser:
             )
         _add_spark_flags(stage)
         stage.set_defaults(func=func)
+
+    tr = commands.add_parser(
+        "transfer", help="rank another source's test targets with a content model (model@source ranks)"
+    )
+    tr.add_argument("--source", required=True, help="the dataset the model was trained on (its newest run)")
+    tr.add_argument("--target", required=True, help="the dataset whose cells it is scored on (split first)")
+    tr.add_argument("--lake", required=True)
+    tr.add_argument("--model", default="sasrec_f", help="a content model (default sasrec_f)")
+    tr.add_argument("--models-conf", help="model settings (default conf/models.yaml)")
+    tr.add_argument("--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)")
+    _add_spark_flags(tr)
+    tr.set_defaults(func=cmd_transfer)
 
     ev = commands.add_parser(
         "evaluate", help="ranks -> user_metrics and metrics (95% intervals), MLflow metrics"

@@ -6,6 +6,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from intent_spark import schema as S
+from intent_spark.io import source_dataset
 
 HASH_BUCKETS = 1 << 30
 
@@ -16,8 +17,9 @@ def hash_fraction(user_id: Column, salt: str) -> Column:
 
 
 def holdout_salt(seed: int, dataset: str, split: str) -> str:
-    """Different splits and seeds hold out independent sets of users."""
-    return f"intent-holdout:{seed}:{dataset}:{split}"
+    """Different splits and seeds hold out independent sets of users; a variant of a dataset
+    holds out the same users as its source under the same seed."""
+    return f"intent-holdout:{seed}:{source_dataset(dataset)}:{split}"
 
 
 def is_held_out(user_id: Column, fraction: float, seed: int, dataset: str, split: str) -> Column:
@@ -46,7 +48,7 @@ def sample_users(users: DataFrame, n: int, seed: int, dataset: str, split: str) 
     ``orderBy().limit()`` runs as a per-partition top-n merged on the driver (n rows), so it
     never sorts all users in one partition.
     """
-    salt = f"intent-sample:{seed}:{dataset}:{split}"
+    salt = f"intent-sample:{seed}:{source_dataset(dataset)}:{split}"
     return (
         users.select(S.USER_ID)
         .distinct()

@@ -11,6 +11,22 @@ from pyspark.sql import functions as F
 from intent_spark import schema as S
 from intent_spark.errors import IntentError
 
+# A variant of a dataset (``amazon_hk.leave_last_out``, ``amazon_hk.seed1``) is split and scored
+# under its own name but reads its source's ingested tables: nothing is copied.
+VARIANT_SEPARATOR = "."
+SOURCE_TABLES = (S.EVENTS, S.ITEMS, S.USERS)
+
+
+def source_dataset(dataset: str) -> str:
+    """The ingested dataset a variant was made from (the name itself when it is no variant)."""
+    return dataset.split(VARIANT_SEPARATOR, 1)[0]
+
+
+def variant_name(dataset: str) -> str | None:
+    """``leave_last_out`` of ``amazon_hk.leave_last_out``; None for an ingested dataset."""
+    parts = dataset.split(VARIANT_SEPARATOR, 1)
+    return parts[1] if len(parts) == 2 else None
+
 
 def table_path(lake: str, table: str) -> str:
     return f"{lake.rstrip('/')}/{table}"
@@ -45,7 +61,11 @@ def has_table(spark: SparkSession, lake: str, table: str) -> bool:
 
 
 def read_table(spark: SparkSession, lake: str, table: str, dataset: str | None = None) -> DataFrame:
-    """A lake table (one dataset's partition when ``dataset`` is given); a one-line error if absent."""
+    """A lake table (one dataset's partition when ``dataset`` is given); a one-line error if absent.
+
+    A variant's events, items and users are its source dataset's."""
+    if dataset is not None and table in SOURCE_TABLES:
+        dataset = source_dataset(dataset)
     path = table_path(lake, table)
     if not has_table(spark, lake, table):
         raise IntentError(f"{path}: no such table in the lake (run the stage that writes {table} first)")

@@ -345,6 +345,15 @@ def _poisson_weight(uniform: Column) -> Column:
     return weight
 
 
+def bootstrap_weight(user: Column, replicate: Column, seed: int) -> Column:
+    """A user's Poisson(1) weight in one bootstrap replicate, from a seeded hash of the user and
+    the replicate alone: the same user gets the same weight in replicate r in every table, so
+    replicates of different settings, models or cells are paired."""
+    bits = F.xxhash64(F.lit(f"intent-bootstrap:{seed}"), user, replicate)
+    uniform = F.pmod(bits, F.lit(1 << 30)) / F.lit(float(1 << 30))
+    return _poisson_weight(uniform)
+
+
 def bootstrap_intervals(
     users: DataFrame, column: str, *, replicates: int = 200, seed: int = 0, keys: tuple[str, ...] = CELL_KEYS
 ) -> DataFrame:
@@ -355,9 +364,7 @@ def bootstrap_intervals(
     draws = users.select(*keys, S.USER_ID, F.col(column).alias("_x")).crossJoin(
         F.broadcast(users.sparkSession.range(replicates).withColumnRenamed("id", "_r"))
     )
-    bits = F.xxhash64(F.lit(f"intent-bootstrap:{seed}"), F.col(S.USER_ID), F.col("_r"))
-    uniform = F.pmod(bits, F.lit(1 << 30)) / F.lit(float(1 << 30))
-    weighted = draws.withColumn("_w", _poisson_weight(uniform))
+    weighted = draws.withColumn("_w", bootstrap_weight(F.col(S.USER_ID), F.col("_r"), seed))
     means = weighted.groupBy(*keys, "_r").agg((F.sum(F.col("_w") * F.col("_x")) / F.sum("_w")).alias("_mean"))
     return means.groupBy(*keys).agg(
         F.percentile("_mean", 0.025).alias("ci_low"), F.percentile("_mean", 0.975).alias("ci_high")

@@ -41,8 +41,12 @@ def labelled_populations(spark: SparkSession, lake: str, dataset: str) -> dict[s
     """Each split's population with ``is_new`` and ``period``, from the stored holdout and cutoffs.
 
     Test: every event. Validation: the test split's training events, relabelled by its own
-    holdout and cutoff.
+    holdout and cutoff. A protocol variant has a test split only, labelled by its protocol.
     """
+    from intent_spark.protocols import protocol_of, protocol_population
+
+    if protocol_of(dataset):
+        return {S.TEST: protocol_population(spark, lake, dataset)}
     cutoffs = split_cutoffs(spark, lake, dataset)
     events = read_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
     holdout = read_table(spark, lake, S.HOLDOUT, dataset)
@@ -78,10 +82,21 @@ def item_token_ids(indexed: DataFrame, items: DataFrame, max_tokens: int) -> Dat
     """
     exploded = items.select(S.ITEM_ID, F.posexplode(S.TOKENS).alias("_pos", "_token"))
     exploded = exploded.groupBy(S.ITEM_ID, "_token").agg(F.min("_pos").alias("_pos"))
+    known = exploded.join(F.broadcast(token_vocabulary(indexed, items)), "_token")
+    return first_token_ids(known, max_tokens)
+
+
+def token_vocabulary(indexed: DataFrame, items: DataFrame) -> DataFrame:
+    """``_token, _token_id``: the distinct tokens of a catalogue's seen (training) items,
+    numbered 1..T in token order: the ids a content model's token embedding was trained on."""
     seen = indexed.where(F.col(S.SEEN)).select(S.ITEM_ID)
-    vocabulary = exploded.join(seen, S.ITEM_ID).select("_token").distinct()
-    vocabulary = vocabulary.withColumn("_token_id", F.row_number().over(Window.orderBy("_token")).cast("int"))
-    known = exploded.join(F.broadcast(vocabulary), "_token")
+    tokens = items.join(seen, S.ITEM_ID).select(F.explode(S.TOKENS).alias("_token")).distinct()
+    return tokens.withColumn("_token_id", F.row_number().over(Window.orderBy("_token")).cast("int"))
+
+
+def first_token_ids(known: DataFrame, max_tokens: int) -> DataFrame:
+    """``item_id, token_ids`` from ``item_id, _pos, _token_id`` rows: the first ``max_tokens``
+    in ``_pos`` order, 0-padded."""
     first = Window.partitionBy(S.ITEM_ID).orderBy("_pos")
     kept = known.withColumn("_n", F.row_number().over(first)).where(F.col("_n") <= max_tokens)
     listed = kept.groupBy(S.ITEM_ID).agg(
@@ -180,7 +195,8 @@ def build_model_inputs(
     populations = labelled_populations(spark, lake, dataset)
     progress(f"{dataset}: writing the catalogue of each split")
     catalogues = [
-        catalogue(populations[split], items, max_tokens).withColumn(S.SPLIT, F.lit(split)) for split in SPLITS
+        catalogue(labelled, items, max_tokens).withColumn(S.SPLIT, F.lit(split))
+        for split, labelled in populations.items()
     ]
     write_dataset(_tagged(catalogues, dataset), lake, S.CATALOGUE, dataset)
     # Indices are read back from the stored catalogue, not recomputed for every table.

@@ -131,6 +131,10 @@ def train(
         spark, lake, dataset, context=conf.context, max_tokens=conf.max_tokens, progress=progress
     )
     cutoffs = split_cutoffs(spark, lake, dataset)
+    absent = [split for split in splits if split not in cutoffs]
+    if absent:  # a protocol variant has a test split only
+        progress(f"{dataset}: no {', '.join(absent)} split; training {', '.join(cutoffs)} only")
+        splits = [split for split in splits if split in cutoffs]
     device = _device()
     params: dict[str, Any] = {
         "dataset": dataset,
@@ -141,7 +145,7 @@ def train(
         "code_version": code_version(),
         "device": device.type,
         "splits": ",".join(splits),
-        **{f"{split}_cutoff": f"{cutoffs[split]:%Y-%m-%d}" for split in SPLITS},
+        **{f"{split}_cutoff": f"{cutoff:%Y-%m-%d}" for split, cutoff in cutoffs.items()},
         **{f"{r[S.SPLIT]}_split_seed": r.seed for r in read_table(spark, lake, S.SPLITS, dataset).collect()},
     }
     if model in NEURAL:
@@ -349,6 +353,89 @@ def _write_ranks(
     fs, path = filesystem(staging)
     fs.delete_dir(path)
     return read_table(spark, lake, S.RANKS, dataset).where(F.col(S.MODEL) == model).count()
+
+
+def score_transfer(
+    spark: SparkSession,
+    lake: str,
+    source: str,
+    target: str,
+    conf: ModelsConf,
+    *,
+    tracking_uri: str,
+    model: str = "sasrec_f",
+    progress: Callable[[str], None] = lambda _: None,
+) -> int:
+    """Rank ``target``'s test targets with ``model`` trained on ``source``'s test split (its
+    newest run); write them as ``model@source`` ranks of the target and the token coverage to
+    ``transfers``. Returns the ranks written."""
+    import mlflow
+    import torch
+
+    from intent_spark.transfer import (
+        TRANSFER_MODELS,
+        coverage,
+        shared_cutoffs,
+        target_token_ids,
+        transfer_model,
+    )
+
+    if model not in TRANSFER_MODELS:
+        raise IntentError(
+            f"{model} cannot transfer: only {', '.join(TRANSFER_MODELS)} scores items it never saw"
+        )
+    name = transfer_model(model, source)
+    run = find_run(tracking_uri, source, model)
+    build_model_inputs(spark, lake, target, context=conf.context, max_tokens=conf.max_tokens, progress=progress)
+    source_arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, source, S.TEST))
+    token_ids = target_token_ids(spark, lake, source, target, conf.max_tokens).cache()
+    # One row per target catalogue item (items, not events), as read_catalogue reads it.
+    rows = token_ids.select(S.ITEM_INDEX, S.TOKEN_IDS).toPandas().sort_values(S.ITEM_INDEX)
+    tokens = np.zeros((len(rows) + 1, conf.max_tokens), dtype=np.int64)
+    if len(rows):
+        tokens[rows[S.ITEM_INDEX].to_numpy()] = np.stack(rows[S.TOKEN_IDS].to_numpy())
+    device = _device()
+    # No item of the target is a trained id of the source: the model scores by tokens alone.
+    fitted = SASRecF(len(rows), 0, conf.sasrec(model), torch.from_numpy(tokens), source_arrays.n_tokens)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(
+            mlflow.artifacts.download_artifacts(
+                run_id=run.info.run_id,
+                artifact_path=f"model/{S.TEST}",
+                dst_path=tmp,
+                tracking_uri=tracking_uri,
+            )
+        )
+        state = torch.load(folder / "state.pt", map_location=device)
+    state["id_embedding.weight"] = torch.zeros_like(fitted.id_embedding.weight)
+    state["item_tokens"] = fitted.item_tokens
+    fitted.load_state_dict(state)
+    fitted.to(device).eval()
+    targets = read_table(spark, lake, S.TARGETS, target).where(F.col(S.SPLIT) == S.TEST)
+    staging = f"{lake.rstrip('/')}/_staging/ranks/{target}/{name}"
+    _rank_split(
+        fitted,
+        split_files(spark, lake, S.SCORE_EVENTS, target, S.TEST),
+        conf,
+        device,
+        f"{staging}/{S.TEST}.parquet",
+        targets.count(),
+        lambda line: progress(f"{target} {name}: {line}"),
+    )
+    written = _write_ranks(spark, lake, target, name, staging, [S.TEST])
+    shared = shared_cutoffs(spark, lake, (source, target))
+    reached = coverage(targets, token_ids).select(
+        F.lit(target).alias(S.DATASET),
+        F.lit(source).alias(S.SOURCE),
+        F.lit(model).alias(S.MODEL),
+        S.CELL,
+        "n_targets",
+        "n_with_tokens",
+        F.array(*[F.lit(c) for c in shared]).cast("array<timestamp>").alias("shared_cutoffs"),
+    )
+    write_dataset(reached, lake, S.TRANSFERS, target, source=source)
+    token_ids.unpersist()
+    return written
 
 
 def with_steps(conf: ModelsConf, steps: int | None) -> ModelsConf:

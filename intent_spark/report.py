@@ -21,9 +21,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark import schema as S
+from intent_spark.compare import CompareConf
+from intent_spark.compare_report import Section
 from intent_spark.figures import pyplot, save_figure
-from intent_spark.io import has_table, read_table
+from intent_spark.io import has_table, read_table, variant_name
 from intent_spark.metrics import TIE_RATE
+from intent_spark.transfer import is_transfer
 
 VIEWS: dict[str, tuple[tuple[str, int], ...]] = {
     "intent": (("ndcg", 10),),
@@ -59,6 +62,10 @@ def load_results(spark: SparkSession, lake: str, datasets: Sequence[str] | None 
     from intent_spark.split_report import split_summary
 
     metrics = read_table(spark, lake, S.METRICS_TABLE).toPandas()  # cells x models x metrics
+    # Variants and transferred models have their own sections (compare_report.py).
+    metrics = metrics[~metrics[S.MODEL].map(is_transfer)]
+    if not datasets:
+        metrics = metrics[metrics[S.DATASET].map(variant_name).isna()]
     if datasets:
         missing = sorted(set(datasets) - set(metrics[S.DATASET]))
         if missing:
@@ -70,6 +77,8 @@ def load_results(spark: SparkSession, lake: str, datasets: Sequence[str] | None 
     if has_table(spark, lake, S.COMPARISONS):
         chosen_rows = read_table(spark, lake, S.COMPARISONS).where(F.col(S.DATASET).isin(chosen))
         comparisons = chosen_rows.toPandas()  # model pairs x cells: small
+        transferred = comparisons[[S.MODEL, "baseline"]].fillna("").map(is_transfer).any(axis=1)
+        comparisons = comparisons[~transferred]
     else:
         comparisons = pd.DataFrame(columns=[f.name for f in S.COMPARISONS_SCHEMA.fields])
     summaries = {}
@@ -393,7 +402,12 @@ def _sections(results: Results, dataset: str) -> list[tuple[str, pd.DataFrame, s
 
 
 def write_report(
-    results: Results, out: Path, *, title: str = "intent-spark benchmark", progress=lambda _: None
+    results: Results,
+    out: Path,
+    *,
+    title: str = "intent-spark benchmark",
+    extra: Sequence[Section] = (),
+    progress=lambda _: None,
 ) -> Path:
     """``report.html`` (self-contained), ``report.md``, ``tables/*.csv`` and ``figures/*.png``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -425,6 +439,17 @@ def write_report(
                 for key, path in made.items():
                     body.append(f"<h3>{FIGURE_TITLES[key]}</h3>{_embedded(path)}")
                     markdown += [f"![{FIGURE_TITLES[key]}](figures/{path.name})", ""]
+    if extra:
+        body.append('<h2 id="beyond">Beyond the paper: protocols, seeds, cutoff rule, transfer</h2>')
+        markdown += ["## Beyond the paper: protocols, seeds, cutoff rule, transfer", ""]
+    for i, section in enumerate(extra):
+        section.table.to_csv(tables / f"compare_{i:02d}.csv")
+        body.append(f"<h3>{html.escape(section.title)}</h3><p class='note'>{html.escape(section.note)}</p>")
+        body.append(_html_table(section.table))
+        markdown += [f"### {section.title}", "", section.note, "", _markdown_table(section.table), ""]
+        if section.figure is not None:
+            body.append(_embedded(section.figure))
+            markdown += [f"![{section.title}](figures/{section.figure.name})", ""]
     page = (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
@@ -437,6 +462,22 @@ def write_report(
 
 
 def build_report(
-    spark: SparkSession, lake: str, out: Path, datasets: Sequence[str] | None = None, progress=lambda _: None
+    spark: SparkSession,
+    lake: str,
+    out: Path,
+    datasets: Sequence[str] | None = None,
+    *,
+    compare: CompareConf | None = None,
+    progress=lambda _: None,
 ) -> Path:
-    return write_report(load_results(spark, lake, datasets), out, progress=progress)
+    """The report of the chosen datasets, with the comparisons of ``compare`` (by default those
+    whose variants and transfers are in the lake)."""
+    from intent_spark.compare import lake_compare_conf
+    from intent_spark.compare_report import compare_sections
+
+    results = load_results(spark, lake, datasets)
+    everything = read_table(spark, lake, S.METRICS_TABLE).toPandas()  # cells x models x metrics
+    if compare is None:
+        compare = lake_compare_conf(spark, lake, everything, results.datasets)
+    extra = compare_sections(spark, lake, everything, compare, out / "figures") if compare.any() else []
+    return write_report(results, out, extra=extra, progress=progress)

@@ -363,3 +363,21 @@ COMPARISONS_SCHEMA = StructType(
     ]
 )
 TABLE_SCHEMAS[COMPARISONS] = COMPARISONS_SCHEMA
+
+# Transfer across sources (issue 8): per target cell, how many targets a content model trained
+# on `source` can reach through shared tokens, and the cutoffs both sources admit.
+TRANSFERS = "transfers"
+SOURCE = "source"
+TRANSFERS_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(SOURCE, StringType(), False),
+        StructField(MODEL, StringType(), False),
+        StructField(CELL, StringType(), False),
+        StructField("n_targets", LongType(), False),
+        StructField("n_with_tokens", LongType(), False),
+        StructField("shared_cutoffs", ArrayType(TimestampType(), True), False),
+    ]
+)
+TABLE_SCHEMAS[TRANSFERS] = TRANSFERS_SCHEMA
+TABLE_PARTITIONS[TRANSFERS] = (DATASET, SOURCE)

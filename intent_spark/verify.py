@@ -17,7 +17,7 @@ from intent_spark import schema as S
 from intent_spark.cells import cell_name, label_events, seen_items, training_events
 from intent_spark.holdout import is_held_out
 from intent_spark.io import has_table, read_table
-from intent_spark.protocols import targets_preceding_training
+from intent_spark.protocols import leaked_targets, protocol_of, targets_preceding_training
 from intent_spark.splitting import compute_checksums
 
 MAX_TARGETS_PER_PERIOD = 100
@@ -186,8 +186,31 @@ def count_violations(
     return [CheckResult(dataset, split, check, counts.get(check, 0), detail) for check, _, detail in pending]
 
 
+def verify_protocol(spark: SparkSession, lake: str, dataset: str) -> list[CheckResult]:
+    """A protocol variant's leak (targets that some training event follows), then its
+    checksums. Leave-last-out fails it by construction: that is what the check is for."""
+    rows = leaked_targets(spark, lake, dataset).collect()  # one row per cell
+    leaked, total = sum(r.n_leaked for r in rows), sum(r.n_targets for r in rows)
+    detail = f"{leaked:,} of {total:,} targets come before a training event: the model trains on their future"
+    results = [CheckResult(dataset, S.TEST, "no_target_precedes_training", leaked, detail)]
+    return results + _checksum_results(spark, lake, dataset)
+
+
+def _checksum_results(spark: SparkSession, lake: str, dataset: str) -> list[CheckResult]:
+    # One row per checksummed table.
+    stored = {r.table: (r.rows, r.checksum) for r in read_table(spark, lake, S.CHECKSUMS, dataset).collect()}
+    results = []
+    for table, value in compute_checksums(spark, lake, dataset).items():
+        differs = stored.get(table) != value
+        detail = f"manifest {stored.get(table)} but recomputed {value}" if differs else ""
+        results.append(CheckResult(dataset, "-", f"checksum_{table}", int(differs), detail))
+    return results
+
+
 def verify_dataset(spark: SparkSession, lake: str, dataset: str) -> list[CheckResult]:
     """Every check of every split of a dataset, then the checksum manifest."""
+    if protocol_of(dataset):
+        return verify_protocol(spark, lake, dataset)
     events = read_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
     # The splits table has two rows per dataset (test, val).
     splits = {r[S.SPLIT]: r.asDict() for r in read_table(spark, lake, S.SPLITS, dataset).collect()}
@@ -233,13 +256,7 @@ def verify_dataset(spark: SparkSession, lake: str, dataset: str) -> list[CheckRe
         counts,
         _model_inputs(spark, lake, dataset, S.VAL),
     )
-    # One row per checksummed table.
-    stored = {r.table: (r.rows, r.checksum) for r in read_table(spark, lake, S.CHECKSUMS, dataset).collect()}
-    for table, value in compute_checksums(spark, lake, dataset).items():
-        differs = stored.get(table) != value
-        detail = f"manifest {stored.get(table)} but recomputed {value}" if differs else ""
-        results.append(CheckResult(dataset, "-", f"checksum_{table}", int(differs), detail))
-    return results
+    return results + _checksum_results(spark, lake, dataset)
 
 
 def _model_inputs(
@@ -258,6 +275,7 @@ def _model_inputs(
 
 
 def lake_datasets(spark: SparkSession, lake: str) -> list[str]:
-    """Datasets that have a splits table partition (a per-dataset list, not events)."""
+    """Datasets that have a splits table partition (a per-dataset list, not events); protocol
+    variants only when named, since leave-last-out fails the leak check by design."""
     rows = read_table(spark, lake, S.SPLITS).select(S.DATASET).distinct().collect()  # one per dataset
-    return sorted(r[S.DATASET] for r in rows)
+    return sorted(r[S.DATASET] for r in rows if not protocol_of(r[S.DATASET]))

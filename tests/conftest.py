@@ -67,6 +67,21 @@ def split_lake(spark, generated_lake):
     return lake
 
 
+@pytest.fixture(scope="session")
+def toy_lake(spark, tmp_path_factory):
+    """The hand-computed toy events of test_split, split with seed 4: ``(lake, outcomes)``."""
+    from test_split import _fixture_rows
+
+    from intent_spark import schema as S
+    from intent_spark.io import write_dataset
+    from intent_spark.splitting import SplitConf, run_split
+
+    lake = str(tmp_path_factory.mktemp("lake_toy"))
+    events = spark.createDataFrame(_fixture_rows(), S.EVENTS_SCHEMA).repartition(3)  # partition-proof
+    write_dataset(events, lake, S.EVENTS, "toy")
+    return lake, run_split(spark, lake, "toy", SplitConf(seed=4))
+
+
 @pytest.fixture
 def lake(tmp_path: Path) -> str:
     return str(tmp_path / "lake")

@@ -16,7 +16,7 @@ from intent_spark.generate import SOURCES
 from models import MODEL_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
-CHAIN = ("ingest", "split", "verify", "train", "score", "evaluate", "report")
+CHAIN = ("ingest", "split", "verify", "train", "score", "transfer", "evaluate", "report")
 LOCAL_ONLY = {"generate", "run"}  # synthetic data and the laptop chain: not part of the cluster job
 
 

@@ -8,11 +8,14 @@ from pyspark.sql import functions as F
 
 from intent_spark import schema as S
 from intent_spark.io import read_table
-from intent_spark.modeling import load_models_conf, score, train
+from intent_spark.model_inputs import build_model_inputs
+from intent_spark.modeling import load_models_conf, score, score_transfer, train
+from intent_spark.transfer import target_token_ids
 
 pytestmark = pytest.mark.slow
 
 DATASET = "amazon_hk"
+TARGET = "microlens"
 SHORT = {"steps": 300, "batch_size": 64}
 
 
@@ -21,8 +24,13 @@ def _ndcg_at_10(rank):
 
 
 @pytest.fixture(scope="module")
-def learned(spark, split_lake, tmp_path_factory):
-    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow_learn') / 'mlflow.db'}"
+def store(tmp_path_factory):
+    return f"sqlite:///{tmp_path_factory.mktemp('mlflow_learn') / 'mlflow.db'}"
+
+
+@pytest.fixture(scope="module")
+def learned(spark, split_lake, store):
+    uri = store
     conf = load_models_conf(overrides={"sasrec": SHORT, "sasrec_f": SHORT})
     for model in ("popularity", "sasrec", "sasrec_f"):
         train(spark, split_lake, DATASET, model, conf, tracking_uri=uri, splits=["test"])
@@ -52,3 +60,29 @@ def test_only_sasrec_f_scores_new_items(learned):
     assert n >= 20
     assert sasrec == 0.0  # new items cannot be scored: they tie at the bottom of the catalogue
     assert sasrec_f > 0.0
+
+
+def test_sasrec_f_transfers_to_another_source_through_shared_words(spark, split_lake, store, learned):
+    """Trained on amazon_hk, scored on microlens, where every item is new to it: the items whose
+    tokens it knows get real scores; the others tie below all of them."""
+    conf = load_models_conf(overrides={"sasrec_f": SHORT})
+    build_model_inputs(spark, split_lake, TARGET, context=conf.context, max_tokens=conf.max_tokens)
+    written = score_transfer(spark, split_lake, DATASET, TARGET, conf, tracking_uri=store)
+    targets = read_table(spark, split_lake, S.TARGETS, TARGET).where(F.col(S.SPLIT) == "test")
+    assert written == targets.count() > 0
+    ids = target_token_ids(spark, split_lake, DATASET, TARGET, conf.max_tokens)
+    known = F.exists(S.TOKEN_IDS, lambda t: t > 0)
+    n_scorable = ids.where(known).count()
+    ranks = read_table(spark, split_lake, S.RANKS, TARGET).where(F.col(S.MODEL) == f"sasrec_f@{DATASET}")
+    placed = ranks.join(targets.select(S.SEQ, S.ITEM_ID), S.SEQ).join(
+        ids.select(S.ITEM_ID, known.alias("known")), S.ITEM_ID
+    )
+    by_reach = {r.known: (r.n, r.best) for r in placed.groupBy("known").agg(
+        F.count(F.lit(1)).alias("n"), F.min(S.RANK).alias("best")).collect()}  # fmt: skip
+    print("transfer amazon_hk -> microlens:", by_reach, "scorable items", n_scorable)
+    assert by_reach[True][0] > 0  # generated amazon_hk and microlens titles share words
+    if False in by_reach:
+        assert by_reach[False][1] > n_scorable
+    reached = read_table(spark, split_lake, S.TRANSFERS, TARGET).collect()  # one row per cell
+    assert sum(r.n_with_tokens for r in reached) == by_reach[True][0]
+    assert sum(r.n_targets for r in reached) == written

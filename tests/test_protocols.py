@@ -1,17 +1,29 @@
-"""Leave-last-out against the INTENT cells on the hand-computed toy events (test_split): the
-usual protocol trains on events that follow its test events; the INTENT future cells never do."""
+"""Leave-last-out and HORIZON against the INTENT cells on the hand-computed toy events
+(test_split): the usual protocol trains on events that follow its test events; the INTENT
+future cells never do, and `verify` says so."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from pyspark.sql import functions as F
+import pytest
 from test_split import _fixture_rows
 
 from intent_spark import schema as S
-from intent_spark.cells import training_events
-from intent_spark.protocols import leave_last_out, targets_preceding_training
-from intent_spark.splitting import SplitConf, split_events
+from intent_spark.io import read_table
+from intent_spark.protocols import (
+    PROTOCOLS,
+    leaked_targets,
+    leave_last_out,
+    run_protocol_split,
+)
+from intent_spark.verify import lake_datasets, verify_dataset
+
+LAST_EVENTS = {
+    ("u02", 4, 5, "z"), ("u03", 5, 3, "a"), ("u04", 2, 4, "a"), ("u05", 5, 4, "e"),
+    ("u07", 2, 5, "d"), ("u08", 2, 6, "b"), ("u09", 2, 7, "c"), ("u10", 3, 4, "a"),
+    ("u11", 1, 19, "c"), ("u12", 3, 5, "b"), ("u01", 1, 20, "q"), ("u06", 5, 10, "y"),
+}  # fmt: skip
 
 
 def _events(spark):
@@ -20,24 +32,59 @@ def _events(spark):
 
 def test_leave_last_out_holds_out_each_users_last_event(spark):
     training, targets = leave_last_out(_events(spark))
-    last = {(r.user_id, r.item_id, r.ts.month, r.ts.day) for r in targets.collect()}
-    assert last == {
-        ("u02", "z", 4, 5), ("u03", "a", 5, 3), ("u04", "a", 2, 4), ("u05", "e", 5, 4),
-        ("u07", "d", 2, 5), ("u08", "b", 2, 6), ("u09", "c", 2, 7), ("u10", "a", 3, 4),
-        ("u11", "c", 1, 19), ("u12", "b", 3, 5), ("u01", "q", 1, 20), ("u06", "y", 5, 10),
-    }  # fmt: skip
+    assert {(r.user_id, r.ts.month, r.ts.day, r.item_id) for r in targets.collect()} == LAST_EVENTS
     assert training.count() + targets.count() == len(_fixture_rows()) == 40
 
 
-def test_leave_last_out_leaks_and_the_intent_future_cells_do_not(spark):
-    training, targets = leave_last_out(_events(spark))
-    # The last training event is u02's Mar 3; six users' last events come before it:
-    # u04 Feb 4, u07 Feb 5, u08 Feb 6, u09 Feb 7, u11 Jan 19, u01 Jan 20.
-    leaked = targets_preceding_training(training, targets)
-    assert {r.user_id for r in leaked.collect()} == {"u04", "u07", "u08", "u09", "u11", "u01"}
+@pytest.fixture(scope="module")
+def protocol_lake(spark, toy_lake):
+    lake, _ = toy_lake
+    for protocol in PROTOCOLS:
+        run_protocol_split(spark, lake, f"toy.{protocol}", max_per_period=100)
+    return lake
 
-    test, _ = split_events(_events(spark), "toy", SplitConf(seed=4))
-    assert test.choice.cutoff == datetime(2024, 4, 1)
-    future = test.targets.where(F.col(S.CELL).contains("future"))
-    assert future.count() == 4  # u02 Apr 5, u03 May 3, u05 May 4, u06 May 10
-    assert targets_preceding_training(training_events(test.labelled), future).count() == 0
+
+def _cells(spark, lake, dataset):
+    rows = read_table(spark, lake, S.TARGETS, dataset).collect()
+    return {(r.cell, r.user_id, r.ts.month, r.ts.day, r.item_id) for r in rows}
+
+
+def test_horizon_settings_by_hand(spark, protocol_lake):
+    # Cutoff Apr 1 and held-out users u01, u06 as in the INTENT test split (seed 4). Before the
+    # cutoff each user's last event is held out when they have two there: 1a for the ten known
+    # users, 1c for u01 (u06 has one event before it). After it every event with an earlier one.
+    cells = _cells(spark, protocol_lake, "toy.horizon")
+    assert {c for c in cells if c[0] == "horizon_1a"} == {
+        ("horizon_1a", "u02", 3, 3, "d"), ("horizon_1a", "u03", 2, 3, "b"), ("horizon_1a", "u04", 2, 4, "a"),
+        ("horizon_1a", "u05", 1, 10, "a"), ("horizon_1a", "u07", 2, 5, "d"), ("horizon_1a", "u08", 2, 6, "b"),
+        ("horizon_1a", "u09", 2, 7, "c"), ("horizon_1a", "u10", 3, 4, "a"), ("horizon_1a", "u11", 1, 19, "c"),
+        ("horizon_1a", "u12", 3, 5, "b"),
+    }  # fmt: skip
+    assert {c for c in cells if c[0] != "horizon_1a"} == {
+        ("horizon_1b", "u02", 4, 5, "z"), ("horizon_1b", "u03", 5, 3, "a"), ("horizon_1b", "u05", 5, 4, "e"),
+        ("horizon_1c", "u01", 1, 20, "q"), ("horizon_1d", "u06", 5, 10, "y"),
+    }  # fmt: skip
+    split = read_table(spark, protocol_lake, S.SPLITS, "toy.horizon").first()
+    # Training: 33 known events before Apr 1 minus the ten held out, of 40.
+    assert (split.cutoff, split.rule, split.train_share) == (datetime(2024, 4, 1), "horizon", 23 / 40)
+    assert _cells(spark, protocol_lake, "toy.leave_last_out") == {("leave_last_out", *t) for t in LAST_EVENTS}
+
+
+def test_verify_flags_the_leave_last_out_leak_and_not_the_intent_future_cells(spark, protocol_lake):
+    by_check = {(r.dataset, r.name): r for r in verify_dataset(spark, protocol_lake, "toy.leave_last_out")}
+    leak = by_check["toy.leave_last_out", "no_target_precedes_training"]
+    assert (leak.ok, leak.violations) == (False, 6)
+    assert all(r.ok for key, r in by_check.items() if key[1].startswith("checksum_"))
+    # HORIZON's settings before the cutoff leak too: its last training event is u02's Feb 3, after
+    # the 1a targets of u05 (Jan 10) and u11 (Jan 19) and u01's 1c target (Jan 20).
+    horizon = {r.name: r for r in verify_dataset(spark, protocol_lake, "toy.horizon")}
+    assert horizon["no_target_precedes_training"].violations == 3
+    # INTENT: the last training event is u12's Mar 5. The future cells never leak; the past cells
+    # are before the cutoff by definition (22 of 23 known_past, u01's new_past_new target).
+    leaks = {r.cell: (r.n_leaked, r.n_targets) for r in leaked_targets(spark, protocol_lake, "toy").collect()}
+    assert leaks == {
+        "known_past": (22, 23), "new_past_new": (1, 1), "known_future_new": (0, 2),
+        "known_future_seen": (0, 1), "new_future_new": (0, 1),
+    }  # fmt: skip
+    # test_split's test_counts_and_verify_pass runs every INTENT check on this lake.
+    assert lake_datasets(spark, protocol_lake) == ["toy"]

@@ -47,15 +47,6 @@ def _at(month: int, day: int) -> datetime:
     return datetime(2024, month, day, 12)
 
 
-@pytest.fixture(scope="module")
-def toy_lake(spark, tmp_path_factory):
-    lake = str(tmp_path_factory.mktemp("lake_toy"))
-    events = spark.createDataFrame(_fixture_rows(), S.EVENTS_SCHEMA).repartition(3)  # partition-proof
-    write_dataset(events, lake, S.EVENTS, "toy")
-    outcomes = run_split(spark, lake, "toy", SplitConf(seed=4))
-    return lake, outcomes
-
-
 def _targets(spark, lake, split):
     rows = read_table(spark, lake, S.TARGETS, "toy").where(F.col(S.SPLIT) == split).collect()
     return {(r.cell, r.user_id, r.ts, r.item_id) for r in rows}

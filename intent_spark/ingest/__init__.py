@@ -34,7 +34,7 @@ from intent_spark.ingest.metadata import (
     read_table_file,
     users_from_file,
 )
-from intent_spark.io import read_table, spark_conf, write_dataset
+from intent_spark.io import VARIANT_SEPARATOR, read_table, spark_conf, write_dataset
 from intent_spark.progress import spark_progress
 
 TRUNCATED_AFTER = "_truncated_after"
@@ -211,6 +211,10 @@ def ingest_source(
     them: events, rejects, the catalogue and the per-file counts.
     """
     name = dataset or conf.name
+    if VARIANT_SEPARATOR in name:
+        raise IntentError(
+            f"dataset name {name!r}: '{VARIANT_SEPARATOR}' is kept for variants (amazon_hk.seed1)"
+        )
     spec = conf.events
     event_files = find_files(raw_root, spec.files, "event-log")
     if len(event_files) > S.MAX_FILES:
