@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from intent_spark import schema as S
 from intent_spark.compare import CompareConf, read_compare_csv, seed_of
-from intent_spark.figures import pyplot, save_figure
+from intent_spark.figures import interval_bars, pyplot, save_figure
 from intent_spark.io import has_table, read_table
 from intent_spark.protocols import CELL_LABELS, PROTOCOL_CELLS
 from intent_spark.transfer import is_transfer
@@ -203,19 +203,11 @@ def plot_protocols(metrics: pd.DataFrame, dataset: str, conf: CompareConf, path:
     ]
     settings = settings_of(metrics, dataset, conf)
     models = sorted(rows[S.MODEL].unique())
-    width = 0.8 / max(len(models), 1)
     fig, ax = plt.subplots(figsize=(12, 4.4))
-    for j, model in enumerate(models):
-        mine = rows[rows[S.MODEL] == model].drop_duplicates(S.CELL).set_index(S.CELL).reindex(settings)
-        x = np.arange(len(settings)) + (j - (len(models) - 1) / 2) * width
-        low = (mine["value"] - mine["ci_low"]).clip(lower=0).fillna(0)
-        high = (mine["ci_high"] - mine["value"]).clip(lower=0).fillna(0)
-        ax.bar(x, mine["value"].fillna(0), width, yerr=np.vstack([low, high]), capsize=2, label=model)
-    ax.set_xticks(range(len(settings)), settings, rotation=25, ha="right")
+    interval_bars(ax, rows, S.CELL, settings, models)
     ax.set_xlabel("INTENT cell or protocol setting")
     ax.set_ylabel("NDCG@10 (test, 95% interval)")
     ax.set_title(f"{dataset}: one set of models under three protocols")
-    ax.legend(fontsize=8)
     return save_figure(fig, path, f"{dataset} protocols")
 
 

@@ -39,3 +39,21 @@ def save_figure(fig: Any, path: Path, title: str) -> Path:
     fig.savefig(path, dpi=110, metadata={"Title": title, "intent.axes": json.dumps(labels)})
     plt.close(fig)
     return path
+
+
+def interval_bars(ax: Any, rows: Any, key: str, categories: list[str], models: list[str]) -> None:
+    """One bar per category and model, side by side, with its 95% interval as error bars;
+    ``rows`` is a metrics frame (``model``, ``key``, ``value``, ``ci_low``, ``ci_high``)."""
+    import numpy as np
+
+    width = 0.8 / max(len(models), 1)
+    for j, model in enumerate(models):
+        mine = rows[rows["model"] == model].drop_duplicates(key).set_index(key).reindex(categories)
+        x = np.arange(len(categories)) + (j - (len(models) - 1) / 2) * width
+        low = (mine["value"] - mine["ci_low"]).clip(lower=0).fillna(0)
+        high = (mine["ci_high"] - mine["value"]).clip(lower=0).fillna(0)
+        ax.bar(
+            x, mine["value"].fillna(0).to_numpy(), width, yerr=np.vstack([low, high]), capsize=2, label=model
+        )
+    ax.set_xticks(range(len(categories)), categories, rotation=20, ha="right")
+    ax.legend(fontsize=8)

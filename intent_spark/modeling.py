@@ -386,7 +386,9 @@ def score_transfer(
         )
     name = transfer_model(model, source)
     run = find_run(tracking_uri, source, model)
-    build_model_inputs(spark, lake, target, context=conf.context, max_tokens=conf.max_tokens, progress=progress)
+    build_model_inputs(
+        spark, lake, target, context=conf.context, max_tokens=conf.max_tokens, progress=progress
+    )
     source_arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, source, S.TEST))
     token_ids = target_token_ids(spark, lake, source, target, conf.max_tokens).cache()
     # One row per target catalogue item (items, not events), as read_catalogue reads it.

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from intent_spark import schema as S
 from intent_spark.compare import CompareConf
 from intent_spark.compare_report import Section
-from intent_spark.figures import pyplot, save_figure
+from intent_spark.figures import interval_bars, pyplot, save_figure
 from intent_spark.io import has_table, read_table, variant_name
 from intent_spark.metrics import TIE_RATE
 from intent_spark.transfer import is_transfer
@@ -251,27 +251,15 @@ def plot_grid_heatmap(results: Results, dataset: str, path: Path) -> Path:
 
 def plot_cell_scores(results: Results, dataset: str, path: Path) -> Path:
     """Each model's NDCG@10 per cell with its 95% interval."""
-    import numpy as np
-
     plt = pyplot()
     rows = _primary(results.metrics, dataset)
     models = results.models(dataset)
     cells = [c for c in S.CELLS if c in set(rows[S.CELL])]
-    width = 0.8 / max(len(models), 1)
     fig, ax = plt.subplots(figsize=(11, 4.2))
-    for j, model in enumerate(models):
-        mine = rows[rows[S.MODEL] == model].set_index(S.CELL).reindex(cells)
-        x = np.arange(len(cells)) + (j - (len(models) - 1) / 2) * width
-        low = (mine["value"] - mine["ci_low"]).clip(lower=0).fillna(0)
-        high = (mine["ci_high"] - mine["value"]).clip(lower=0).fillna(0)
-        ax.bar(
-            x, mine["value"].fillna(0).to_numpy(), width, yerr=np.vstack([low, high]), capsize=2, label=model
-        )
-    ax.set_xticks(range(len(cells)), cells, rotation=20, ha="right")
+    interval_bars(ax, rows, S.CELL, cells, models)
     ax.set_xlabel("cell")
     ax.set_ylabel("NDCG@10 (test, 95% interval)")
     ax.set_title(f"{dataset}: model scores by cell")
-    ax.legend(fontsize=8)
     return save_figure(fig, path, f"{dataset} cell scores")
 
 
