@@ -33,12 +33,29 @@ class TimeSpec:
     column: str
     format: str | None = None  # e.g. "yyyy-MM-dd HH:mm:ss 'UTC'"; "yyyy-MM-dd" for dates
     epoch: str | None = None  # "s" | "ms" | "us"
+    parts: tuple[str, ...] = ()  # fields joined by spaces before parsing (TabFormer's Year Month Day Time)
 
     def __post_init__(self) -> None:
+        if self.parts and self.epoch is not None:
+            raise ConfError(f"time.{self.column}: 'parts' are parsed with a 'format', not an epoch")
         if (self.format is None) == (self.epoch is None):
             raise ConfError(f"time.{self.column}: give exactly one of 'format' or 'epoch'")
         if self.epoch not in (None, "s", "ms", "us"):
             raise ConfError(f"time.epoch must be s, ms or us, not {self.epoch!r}")
+
+
+@dataclass(frozen=True)
+class ActionOverride:
+    """An event type that replaces the base one when its field is ``present`` (not blank) or
+    ``negative`` (a number below zero): refunds and declined payments stay events."""
+
+    type: str
+    present: str | None = None
+    negative: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.present is None) == (self.negative is None):
+            raise ConfError(f"action.overrides[{self.type}]: give exactly one of 'present' or 'negative'")
 
 
 @dataclass(frozen=True)
@@ -55,11 +72,14 @@ class ActionSpec:
     signals: tuple[str, ...] = ()
     no_signal: str = "impression"
     per_signal: bool = False
+    overrides: tuple[ActionOverride, ...] = ()  # checked in order; the first that holds wins
 
     def __post_init__(self) -> None:
         given = sum(x is not None and x != () for x in (self.column, self.constant, self.signals))
         if given != 1:
             raise ConfError("action: give exactly one of 'column', 'constant' or 'signals'")
+        if self.overrides and self.signals:
+            raise ConfError("action.overrides: only with a 'column' or 'constant' action")
 
 
 @dataclass(frozen=True)
@@ -77,6 +97,7 @@ class EventsSpec:
     header: str = "auto"  # auto: a first line equal to the header is the header
     delimiter: str = ","
     amount: str | None = None
+    amount_format: str = "number"  # number | currency ($134.09, $-77.00, "$1,234.50")
     attributes: tuple[str, ...] = ()  # raw fields kept in events.attributes
     numeric: tuple[str, ...] = ()  # raw fields that must be numbers when present (e.g. rating)
     item_fields: dict[str, str] = field(default_factory=dict)  # title/category/brand from events
@@ -92,6 +113,8 @@ class EventsSpec:
             raise ConfError("events.json_schema: a jsonl source must give the DDL of its fields")
         if self.header not in ("auto", "true", "false"):
             raise ConfError(f"events.header must be auto, true or false, not {self.header!r}")
+        if self.amount_format not in ("number", "currency"):
+            raise ConfError(f"events.amount_format must be number or currency, not {self.amount_format!r}")
         unknown = set(self.item_fields) - {"title", "category", "brand"}
         if unknown:
             raise ConfError(f"events.item_fields: unknown target(s) {sorted(unknown)}")

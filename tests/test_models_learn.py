@@ -8,7 +8,6 @@ from pyspark.sql import functions as F
 
 from intent_spark import schema as S
 from intent_spark.io import read_table
-from intent_spark.model_inputs import build_model_inputs
 from intent_spark.modeling import load_models_conf, score, score_transfer, train
 from intent_spark.transfer import target_token_ids
 
@@ -66,7 +65,6 @@ def test_sasrec_f_transfers_to_another_source_through_shared_words(spark, split_
     """Trained on amazon_hk, scored on microlens, where every item is new to it: the items whose
     tokens it knows get real scores; the others tie below all of them."""
     conf = load_models_conf(overrides={"sasrec_f": SHORT})
-    build_model_inputs(spark, split_lake, TARGET, context=conf.context, max_tokens=conf.max_tokens)
     written = score_transfer(spark, split_lake, DATASET, TARGET, conf, tracking_uri=store)
     targets = read_table(spark, split_lake, S.TARGETS, TARGET).where(F.col(S.SPLIT) == "test")
     assert written == targets.count() > 0

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-SOURCES = ("amazon_hk", "kuairand", "microlens", "hm", "rees46")
+SOURCES = ("amazon_hk", "kuairand", "microlens", "hm", "rees46")  # the INTENT paper's five
+EXTRA_SOURCES = ("cct",)  # card transactions (IBM TabFormer), the bank case
 MIN_EVENTS = 50
 
 
@@ -54,8 +55,9 @@ def generate_release(
     With `dirty`, a handful of deliberately bad rows (one per kind of defect) are added on top,
     at seeded positions, to exercise the ingest rejects path.
     """
-    if dataset not in SOURCES:
-        raise ValueError(f"unknown dataset {dataset!r}; expected one of {', '.join(SOURCES)}")
+    if dataset not in (*SOURCES, *EXTRA_SOURCES):
+        known = ", ".join((*SOURCES, *EXTRA_SOURCES))
+        raise ValueError(f"unknown dataset {dataset!r}; expected one of {known}")
     if events < MIN_EVENTS:
         raise ValueError(f"events must be at least {MIN_EVENTS}, got {events}")
     module = importlib.import_module(f"{__name__}.{dataset}")
@@ -65,4 +67,4 @@ def generate_release(
     return release
 
 
-__all__ = ["SOURCES", "GeneratedRelease", "generate_release"]
+__all__ = ["EXTRA_SOURCES", "SOURCES", "GeneratedRelease", "generate_release"]

@@ -79,7 +79,10 @@ def _blank(c: Column) -> Column:
 
 def typed_time(spec: EventsSpec) -> Column:
     """The event time as a UTC timestamp, or null where the raw text does not parse."""
-    raw = F.trim(raw_field(spec.time.column))
+    if spec.time.parts:
+        raw = F.concat_ws(" ", *[F.trim(raw_field(p)) for p in spec.time.parts])
+    else:
+        raw = F.trim(raw_field(spec.time.column))
     if spec.time.format is not None:
         return F.try_to_timestamp(raw, F.lit(spec.time.format))
     as_long = raw.try_cast("long")
@@ -93,7 +96,10 @@ def typed_time(spec: EventsSpec) -> Column:
 def typed_amount(spec: EventsSpec) -> Column:
     if spec.amount is None:
         return F.lit(None).cast("double")
-    return F.trim(raw_field(spec.amount)).try_cast("double")
+    text = F.trim(raw_field(spec.amount))
+    if spec.amount_format == "currency":  # $1,234.50 -> 1234.50; $-77.00 and -$77.00 -> -77.00
+        text = F.regexp_replace(text, r"[$,]", "")
+    return text.try_cast("double")
 
 
 def _signal_set(name: str) -> Column:
@@ -123,7 +129,7 @@ def check_rows(parsed: DataFrame, spec: EventsSpec) -> DataFrame:
         (raw_field(CORRUPT).isNotNull(), None, reason),
         (_blank(raw_field(spec.user)), spec.user, "missing user id"),
         (_blank(raw_field(spec.item)), spec.item, "missing item id"),
-        (_blank(raw_field(spec.time.column)), spec.time.column, "missing timestamp"),
+        *[(_blank(raw_field(p)), p, "missing timestamp") for p in (spec.time.parts or (spec.time.column,))],
         (ts.isNull(), spec.time.column, _time_reason(spec)),
     ]
     if spec.amount is not None:
@@ -161,6 +167,8 @@ def check_rows(parsed: DataFrame, spec: EventsSpec) -> DataFrame:
 
 
 def _time_reason(spec: EventsSpec) -> str:
+    if spec.time.parts:
+        return f"unparseable timestamp ({' '.join(spec.time.parts)} expected as {spec.time.format})"
     if spec.time.format is not None:
         return f"unparseable timestamp (expected format {spec.time.format})"
     return f"unparseable timestamp (expected epoch {spec.time.epoch})"
@@ -169,15 +177,31 @@ def _time_reason(spec: EventsSpec) -> str:
 def _event_types(spec: EventsSpec) -> Column:
     """An array of (sub index, event_type) per row: one element unless per-signal mode."""
     action = spec.action
-    if action.constant is not None:
-        return F.array(F.lit(action.constant))
-    if action.column is not None:
-        return F.array(F.lower(F.trim(raw_field(action.column))))
+    if action.constant is not None or action.column is not None:
+        base = (
+            F.lit(action.constant)
+            if action.constant is not None
+            else F.lower(F.trim(raw_field(action.column)))
+        )
+        for override in reversed(action.overrides):  # the first listed is checked first
+            base = F.when(_override_holds(override, spec), F.lit(override.type)).otherwise(base)
+        return F.array(base)
     set_types = [F.when(_signal_set(s), F.lit(_signal_type(s))) for s in action.signals]
     if action.per_signal:
         present = F.filter(F.array(*set_types), lambda t: t.isNotNull())
         return F.when(F.size(present) > 0, present).otherwise(F.array(F.lit(action.no_signal)))
     return F.array(F.coalesce(*set_types, F.lit(action.no_signal)))
+
+
+def _override_holds(override, spec: EventsSpec) -> Column:
+    if override.present is not None:
+        return ~_blank(raw_field(override.present))
+    value = (
+        F.col(TYPED_AMOUNT)
+        if override.negative == spec.amount
+        else F.trim(raw_field(override.negative)).try_cast("double")
+    )
+    return F.coalesce(value < 0, F.lit(False))
 
 
 def pad_id(c: Column, width: int) -> Column:
