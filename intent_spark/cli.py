@@ -123,6 +123,26 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    from intent_spark.audit import REJECT, read_audit, write_audit
+    from intent_spark.io import source_dataset
+    from intent_spark.session import build_session
+
+    conf = load_source(args.conf or source_dataset(args.dataset))
+    report = reporter("audit")
+    spark = build_session("intent-audit", _spark_overrides(args))
+    path = write_audit(spark, args.lake, args.dataset, conf, args.floor_users, args.out)
+    table = read_audit(path)
+    for row in table.itertuples():
+        report(f"{row.verdict} {row.criterion}" + (f": {row.reason}" if row.reason else f" ({row.measured})"))
+    report(f"{args.dataset}: audit table and figure in {path.parent}")
+    rejected = table.loc[table["verdict"] == REJECT, "criterion"].tolist()
+    if rejected:
+        print(f"intent audit: {args.dataset} rejected on: {', '.join(rejected)}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _models_conf(args: argparse.Namespace):
     from intent_spark.modeling import check_model, load_models_conf, with_steps
 
@@ -561,6 +581,19 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--dataset", help="one dataset (default: every split dataset in the lake)")
     _add_spark_flags(verify)
     verify.set_defaults(func=cmd_verify)
+
+    audit = commands.add_parser(
+        "audit", help="the paper's five admission criteria on an ingested dataset; exit 1 on a rejection"
+    )
+    audit.add_argument("--dataset", required=True)
+    audit.add_argument("--lake", required=True)
+    audit.add_argument("--conf", help="source conf YAML (default: the built-in conf of the dataset)")
+    audit.add_argument(
+        "--floor-users", type=int, default=25_000, help="users with 3+ events needed (default 25000)"
+    )
+    audit.add_argument("--out", help="folder for the audit CSV and figure (default LAKE/reports/audit)")
+    _add_spark_flags(audit)
+    audit.set_defaults(func=cmd_audit)
 
     rep = commands.add_parser("report", help="metrics -> HTML, Markdown and CSV report with figures")
     rep.add_argument("--lake", required=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -428,14 +429,17 @@ def write_report(
                     body.append(f"<h3>{FIGURE_TITLES[key]}</h3>{_embedded(path)}")
                     markdown += [f"![{FIGURE_TITLES[key]}](figures/{path.name})", ""]
     if extra:
-        body.append('<h2 id="beyond">Beyond the paper: protocols, seeds, cutoff rule, transfer</h2>')
-        markdown += ["## Beyond the paper: protocols, seeds, cutoff rule, transfer", ""]
+        body.append('<h2 id="beyond">Admission audit and beyond the paper</h2>')
+        markdown += ["## Admission audit and beyond the paper", ""]
     for i, section in enumerate(extra):
         section.table.to_csv(tables / f"compare_{i:02d}.csv")
         body.append(f"<h3>{html.escape(section.title)}</h3><p class='note'>{html.escape(section.note)}</p>")
         body.append(_html_table(section.table))
         markdown += [f"### {section.title}", "", section.note, "", _markdown_table(section.table), ""]
         if section.figure is not None:
+            figures.mkdir(exist_ok=True)
+            if section.figure.parent.resolve() != figures.resolve():  # an audit's PNG lives in the lake
+                shutil.copyfile(section.figure, figures / section.figure.name)
             body.append(_embedded(section.figure))
             markdown += [f"![{section.title}](figures/{section.figure.name})", ""]
     page = (
@@ -460,6 +464,7 @@ def build_report(
 ) -> Path:
     """The report of the chosen datasets, with the comparisons of ``compare`` (by default those
     whose variants and transfers are in the lake)."""
+    from intent_spark.audit import audit_sections
     from intent_spark.compare import lake_compare_conf
     from intent_spark.compare_report import compare_sections
 
@@ -468,4 +473,5 @@ def build_report(
     if compare is None:
         compare = lake_compare_conf(spark, lake, everything, results.datasets)
     extra = compare_sections(spark, lake, everything, compare, out / "figures") if compare.any() else []
-    return write_report(results, out, extra=extra, progress=progress)
+    audits = [a for a in audit_sections(lake) if a.title.split(":")[0] in results.datasets]  # `intent audit`
+    return write_report(results, out, extra=[*audits, *extra], progress=progress)
