@@ -151,7 +151,7 @@ def test_cli_unknown_dataset_and_later_stage(tmp_path, capsys):
     assert main(["ingest", "--dataset", "nope", "--raw", str(tmp_path), "--lake", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == (
         "intent ingest: error: unknown dataset 'nope'; built-in: amazon_benchmark_csv, amazon_benchmark_split, "
-        "amazon_hk, hm, kuairand, microlens, movielens_100k, movielens_recbole_100k, rees46, yelp_reviews"
+        "amazon_hk, cct, hm, kuairand, microlens, movielens_100k, movielens_recbole_100k, rees46, yelp_reviews"
     )
     assert main(["train", "--dataset", "rees46", "--model", "bert4rec", "--lake", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == (
