@@ -70,10 +70,8 @@ def load_compare_conf(raw: dict[str, Any] | None, datasets: list[str], models: l
         all_signals={str(a): str(b) for a, b in (raw.get("all_signals") or {}).items()},
         replicates=int(raw.get("replicates", 200)),
     )
-    named = {*conf.datasets, *(d for pair in conf.transfer for d in pair), *conf.all_signals.items()}
-    missing = sorted(
-        {d for item in named for d in ((item,) if isinstance(item, str) else item)} - set(datasets)
-    )
+    pairs = [*conf.transfer, *conf.all_signals.items()]
+    missing = sorted({*conf.datasets, *(d for pair in pairs for d in pair)} - set(datasets))
     if missing:
         raise ConfError(f"compare: {', '.join(missing)} not among the run's datasets ({', '.join(datasets)})")
     bad = sorted(set(conf.protocols) - set(PROTOCOLS))
