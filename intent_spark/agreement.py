@@ -156,11 +156,13 @@ def protocol_agreement(
         raise ValueError(f"replicates must be at least 1, got {replicates}")
     settings = sorted({s for pair in pairs for s in pair})
     scores = users.where(F.col(SETTING).isin(settings) & F.col(VALUE).isNotNull())
-    full = scores.groupBy(SETTING, S.MODEL).agg(F.avg(VALUE).alias(MEAN)).toPandas()
+    full = scores.groupBy(SETTING, S.MODEL).agg(F.avg(VALUE).alias(MEAN)).toPandas()  # settings x models
     missing = sorted(set(settings) - set(full[SETTING]))
     if missing:
         raise ValueError(f"no users in setting(s) {missing}")
-    boot = replicate_means(scores, replicates=replicates, seed=seed).toPandas()
+    boot = replicate_means(
+        scores, replicates=replicates, seed=seed
+    ).toPandas()  # settings x models x replicates
     full_means = full.set_index([SETTING, S.MODEL])[MEAN].sort_index()
     by_replicate = (
         boot.set_index([REPLICATE, SETTING, S.MODEL])[MEAN].unstack([SETTING, S.MODEL]).sort_index(axis=1)
