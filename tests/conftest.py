@@ -35,6 +35,28 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session.stop()
 
 
+# `make test` runs two pytest-xdist workers (--dist loadgroup). A session fixture is built once per
+# worker, so every module that uses an expensive one runs on the same worker; any other module
+# stays whole, for its module fixtures.
+SHARED_FIXTURE_GROUPS = {
+    "generated_lake": "generated_lake",
+    "split_lake": "generated_lake",
+    "reference_run": "reference_run",
+    "toy_lake": "toy_lake",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    group_of_module: dict[str, str] = {}
+    for item in items:
+        module = item.module.__name__
+        shared = [SHARED_FIXTURE_GROUPS[name] for name in item.fixturenames if name in SHARED_FIXTURE_GROUPS]
+        if shared or module not in group_of_module:
+            group_of_module[module] = shared[0] if shared else group_of_module.get(module, module)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group_of_module[item.module.__name__]))
+
+
 GENERATED_EVENTS = 4000
 
 
