@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -35,26 +36,36 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session.stop()
 
 
-# `make test` runs two pytest-xdist workers (--dist loadgroup). A session fixture is built once per
-# worker, so every module that uses an expensive one runs on the same worker; any other module
-# stays whole, for its module fixtures.
+# `make test` runs two pytest-xdist workers, each test module whole on one of them (module
+# fixtures are built once). A session fixture is built once per worker, so the modules that use
+# an expensive one form one unit of work. (xdist's own `--dist loadgroup` marks do not take on
+# pytest 9, whose node ids no longer read the `_nodeid` that xdist rewrites.)
 SHARED_FIXTURE_GROUPS = {
-    "generated_lake": "generated_lake",
     "split_lake": "generated_lake",
+    "generated_lake": "generated_lake",
     "reference_run": "reference_run",
     "toy_lake": "toy_lake",
 }
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    group_of_module: dict[str, str] = {}
-    for item in items:
-        module = item.module.__name__
-        shared = [SHARED_FIXTURE_GROUPS[name] for name in item.fixturenames if name in SHARED_FIXTURE_GROUPS]
-        if shared or module not in group_of_module:
-            group_of_module[module] = shared[0] if shared else group_of_module.get(module, module)
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group_of_module[item.module.__name__]))
+@cache
+def work_unit(module_path: str) -> str:
+    """The group of the first shared session fixture the module's source names, else the module."""
+    try:
+        source = (REPO_ROOT / module_path).read_text(encoding="utf-8")
+    except OSError:
+        return module_path
+    return next((group for name, group in SHARED_FIXTURE_GROUPS.items() if name in source), module_path)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid.split("::", 1)[0])
+
+    return SharedFixtureScheduling(config, log)
 
 
 GENERATED_EVENTS = 4000
