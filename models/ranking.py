@@ -28,15 +28,28 @@ def tie_aware_rank(scores: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 
 def count_higher_and_tied(
-    scores: torch.Tensor, target_scores: torch.Tensor
+    scores: torch.Tensor, target_scores: torch.Tensor, same: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row: how many scores are above the row's target score, and how many equal it.
+    ``same`` marks the items whose vector equals the target's: they tie whatever their score.
 
     int32 sums: torch's default int64 sum of a bool tensor costs 3x the comparison itself.
     """
-    higher = (scores > target_scores).sum(dim=1, dtype=torch.int32)
-    equal = (scores == target_scores).sum(dim=1, dtype=torch.int32)
-    return higher, equal
+    above, level = scores > target_scores, scores == target_scores
+    if same is not None:
+        above, level = above & ~same, level | same
+    return above.sum(dim=1, dtype=torch.int32), level.sum(dim=1, dtype=torch.int32)
+
+
+def vector_keys(matrix: torch.Tensor) -> torch.Tensor:
+    """One int64 per row, equal for rows with equal float bits: the bits times fixed odd
+    multipliers, summed with integer wraparound. A matrix product can score two equal rows a
+    last bit apart (its kernels treat column positions differently); an integer sum is exact in
+    any order, so equal rows get equal keys in every block and on every device."""
+    bits = matrix.float().contiguous().view(torch.int32).to(torch.int64)
+    generator = torch.Generator().manual_seed(0x1D5EED)
+    multipliers = torch.randint(-(2**62), 2**62, (matrix.shape[1],), generator=generator) | 1
+    return (bits * multipliers.to(matrix.device)).sum(dim=1)
 
 
 class FusedCounter:
@@ -49,25 +62,25 @@ class FusedCounter:
         self._count = None
 
     def __call__(
-        self, scores: torch.Tensor, target_scores: torch.Tensor
+        self, scores: torch.Tensor, target_scores: torch.Tensor, same: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if self._count is None:
             self._count = torch.compile(count_higher_and_tied, dynamic=True)
         try:
-            return self._count(scores, target_scores)
+            return self._count(scores, target_scores, same)
         except Exception as exc:  # noqa: BLE001 - any compiler failure means: rank eagerly
             if self._count is count_higher_and_tied:
                 raise
             log.warning("ranking without the fused comparison (torch.compile failed: %s)", str(exc)[:200])
             self._count = count_higher_and_tied
-            return count_higher_and_tied(scores, target_scores)
+            return count_higher_and_tied(scores, target_scores, same)
 
 
 fused_count_higher_and_tied = FusedCounter()
 
 
 def rank_within_scorable(
-    scores: torch.Tensor, target_columns: torch.Tensor, n_unscorable: int
+    scores: torch.Tensor, target_columns: torch.Tensor, n_unscorable: int, keys: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The same rank when only the M scorable items were scored: ``scores`` is (B, M).
 
@@ -76,11 +89,13 @@ def rank_within_scorable(
     target, and in one tie with an unscorable one (1 + M + (n_unscorable - 1) / 2). Returns the
     ranks and, per target, how many other items tie with it. Scoring ranks in item blocks
     (``rank_in_item_blocks``); this whole-matrix form is the reference it is tested against.
+    ``keys`` (``vector_keys`` of the scored items) makes items with the target's vector tie.
     """
     if scores.shape[1] == 0:
         return _ranks(None, None, target_columns, 0, n_unscorable)
-    target_scores = scores.gather(1, target_columns.clamp(min=0).view(-1, 1))
-    higher, equal = count_higher_and_tied(scores, target_scores)
+    own = target_columns.clamp(min=0).view(-1, 1)
+    same = None if keys is None else keys.unsqueeze(0) == keys[own]
+    higher, equal = count_higher_and_tied(scores, scores.gather(1, own), same)
     return _ranks(higher, equal, target_columns, scores.shape[1], n_unscorable)
 
 
@@ -96,21 +111,27 @@ def rank_in_item_blocks(
     product per block of ``block_items`` items, so each block's scores stay in cache.
 
     Every product also scores the targets' own vectors, appended as B extra columns: each row is
-    compared with its target's score from the same product, so an item whose vector equals the
-    target's still ties with it exactly, whichever block it is in.
+    compared with its target's score from the same product. An item whose vector equals the
+    target's (the target itself, a new item with the same tokens) ties with it by its
+    ``vector_keys``, whichever block it is in and whatever the product's last bits.
     """
     rows, scorable_items = states.shape[0], matrix.shape[0]
     if scorable_items == 0:
         return _ranks(None, None, target_columns, 0, n_unscorable)
-    own = matrix[target_columns.clamp(min=0)]
+    own_columns = target_columns.clamp(min=0)
+    own = matrix[own_columns]
+    keys = vector_keys(matrix)
+    own_keys = keys[own_columns].unsqueeze(1)
     higher = torch.zeros(rows, dtype=torch.int32, device=states.device)
     equal = torch.zeros(rows, dtype=torch.int32, device=states.device)
     for start in range(0, scorable_items, block_items):
         block = matrix[start : start + block_items]
         scores = states @ torch.cat([block, own]).T
-        above, same = count(scores[:, : block.shape[0]], scores[:, block.shape[0] :].diagonal().unsqueeze(1))
+        width = block.shape[0]
+        same = keys[start : start + width].unsqueeze(0) == own_keys
+        above, level = count(scores[:, :width], scores[:, width:].diagonal().unsqueeze(1), same)
         higher += above
-        equal += same
+        equal += level
     return _ranks(higher, equal, target_columns, scorable_items, n_unscorable)
 
 

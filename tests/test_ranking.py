@@ -177,7 +177,7 @@ def test_rank_blocks_gives_the_same_ranks_fused_or_not_in_any_chunking():
 
 @pytest.mark.parametrize("block_items", [1, 3, 7, 1000])
 def test_ranking_by_item_blocks_equals_ranking_the_whole_score_matrix(block_items):
-    from models.ranking import rank_in_item_blocks
+    from models.ranking import rank_in_item_blocks, vector_keys
 
     torch.manual_seed(1)
     matrix = torch.randn(20, 4)
@@ -186,7 +186,7 @@ def test_ranking_by_item_blocks_equals_ranking_the_whole_score_matrix(block_item
     matrix[10] = 0.0
     states = torch.randn(6, 4)
     columns = torch.tensor([2, 15, 9, 0, -1, 19])  # -1: a target the model cannot score
-    want = rank_within_scorable(states @ matrix.T, columns, n_unscorable=5)
+    want = rank_within_scorable(states @ matrix.T, columns, n_unscorable=5, keys=vector_keys(matrix))
     got = rank_in_item_blocks(states, matrix, columns, 5, block_items)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     assert got[1][:3].tolist() == [1, 1, 1] and got[0][4].item() == 1 + 20 + 4 / 2
