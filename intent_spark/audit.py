@@ -327,13 +327,19 @@ def read_audit(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, keep_default_na=False)
 
 
+def audit_verdict(path: Path) -> str:
+    """``admitted on every criterion`` or ``rejected on <criteria>``, from an audit CSV."""
+    table = read_audit(path)
+    rejected = table.loc[table["verdict"] == REJECT, "criterion"].tolist()
+    return f"rejected on {', '.join(rejected)}" if rejected else "admitted on every criterion"
+
+
 def audit_sections(lake: str) -> list[Section]:
     """A report section per audited dataset (``LAKE/reports/audit/*.csv``), indexed by criterion."""
     sections = []
     for path in sorted(audit_folder(lake).glob("*.csv")):
         table = read_audit(path).set_index("criterion")
-        rejected = table.index[table["verdict"] == REJECT].tolist()
-        verdict = f"rejected on {', '.join(rejected)}" if rejected else "admitted on every criterion"
+        verdict = audit_verdict(path)
         figure = path.with_suffix(".png")
         sections.append(
             Section(

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from intent_spark.config import CONF_DIR, ConfError, load_source, load_yaml
+from intent_spark.config import CONF_DIR, ConfError, at_item_level, load_source, load_yaml
 from intent_spark.errors import IntentError
 from intent_spark.progress import reporter
 
@@ -48,7 +48,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    conf = load_source(args.conf or args.dataset)
+    conf = at_item_level(load_source(args.conf or args.dataset), args.item_level)
     from intent_spark.ingest import ingest_source
     from intent_spark.session import build_session
 
@@ -57,8 +57,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     summary = ingest_source(spark, conf, args.raw, args.lake, dataset=args.dataset, progress=report)
     report(
         f"{summary.dataset}: {summary.raw_rows:,} raw rows in {summary.files} file(s) -> "
-        f"{summary.events:,} events, {summary.rejects:,} rejects; {summary.items:,} items, "
-        f"{summary.users:,} users"
+        f"{summary.events:,} events, {summary.rejects:,} rejects; {summary.items:,} items "
+        f"({conf.level}), {summary.users:,} users"
     )
     if summary.rejects:
         report(f"{summary.dataset}: rejected rows with reasons are in {args.lake}/rejects")
@@ -81,15 +81,20 @@ def cmd_split(args: argparse.Namespace) -> int:
         if value is not None
     }
     from intent_spark.compare import SEED_PREFIX, seed_of
-    from intent_spark.io import source_dataset, variant_name
+    from intent_spark.io import ingested_source, source_dataset, variant_name
     from intent_spark.protocols import protocol_of, run_protocol_split
 
     variant = variant_name(args.dataset) or ""
     if variant.startswith(SEED_PREFIX) and args.seed is None:  # amazon_hk.seed1 is seed 1
         overrides["seed"] = seed_of(args.dataset)
-    conf = load_split_conf(args.conf or CONF_DIR / "split.yaml", source_dataset(args.dataset), overrides)
     report = reporter("split")
     spark = build_session("intent-split", _spark_overrides(args))
+    conf = load_split_conf(
+        args.conf or CONF_DIR / "split.yaml",
+        source_dataset(args.dataset),
+        overrides,
+        source=ingested_source(spark, args.lake, args.dataset),
+    )
     if protocol_of(args.dataset):
         run_protocol_split(spark, args.lake, args.dataset, conf.max_targets_per_period, progress=report)
         report(f"{args.dataset}: protocol split written (test split only; `intent verify` reports its leak)")
@@ -125,12 +130,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from intent_spark.audit import REJECT, read_audit, write_audit
-    from intent_spark.io import source_dataset
+    from intent_spark.io import ingested_source
     from intent_spark.session import build_session
 
-    conf = load_source(args.conf or source_dataset(args.dataset))
     report = reporter("audit")
     spark = build_session("intent-audit", _spark_overrides(args))
+    conf = load_source(args.conf or ingested_source(spark, args.lake, args.dataset))
     path = write_audit(spark, args.lake, args.dataset, conf, args.floor_users, args.out)
     table = read_audit(path)
     for row in table.itertuples():
@@ -273,6 +278,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit_floor(section: object) -> int | None:
+    """The users-with-3+-events floor of a run conf's ``audit:`` part; None when it has none."""
+    from intent_spark.audit import SEQUENCE_FLOOR
+
+    if section is None:
+        return None
+    if not isinstance(section, dict) or set(section) - {"floor_users"}:
+        raise ConfError(f"audit: expected {{floor_users: N}} or {{}}, got {section!r}")
+    return int(section.get("floor_users", SEQUENCE_FLOOR))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Generate (synthetic sources), ingest, split, verify, train, score, evaluate and report every
     dataset of a run conf, and the comparisons of its ``compare:`` part; the model runs nest
@@ -281,6 +297,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from intent_spark import schema as S
+    from intent_spark.audit import audit_verdict, write_audit
     from intent_spark.compare import load_compare_conf, seed_of, write_leaks, write_sensitivity
     from intent_spark.generate import generate_release
     from intent_spark.ingest import ingest_source
@@ -307,9 +324,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     lake = str(args.lake or run.get("lake", base / "lake"))
     split_conf_path = run.get("split_conf", CONF_DIR / "split.yaml")
     seed = int(run.get("seed", 0))
+    audit_floor = _audit_floor(run.get("audit"))
     report = reporter("run")
     spark = build_session("intent-run", _spark_overrides(args))
     logs: dict[str, StageLog] = {}
+    sources = {entry["name"]: entry.get("source", entry["name"]) for entry in run.get("datasets", [])}
+
+    def split_conf_of(name: str, overrides: dict | None = None):
+        """A dataset's (or variant's) split conf; per-dataset entries fall back to its source's."""
+        dataset = source_dataset(name)
+        return load_split_conf(split_conf_path, dataset, overrides, source=sources.get(dataset))
+
     inputs: dict[str, str] = {}  # dataset -> fingerprint of its split, the models' common input
     trained: dict[str, dict[str, str]] = {}  # dataset -> model -> fingerprint of its training
 
@@ -330,7 +355,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 lambda: generate_release(source, raw_dir, events, seed=seed, progress=report),
             )
             raw = str(raw_dir)
-        conf = load_source(entry.get("conf", source))
+        conf = at_item_level(load_source(entry.get("conf", source)), entry.get("item_level"))
         if "per_signal" in entry:  # KuaiRand's all-signals mode beside its default
             action = replace(conf.events.action, per_signal=bool(entry["per_signal"]))
             conf = replace(conf, events=replace(conf.events, action=action))
@@ -341,7 +366,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         ingested = fingerprint("ingest", raw_listing(str(raw)), repr(conf))
         log.run("ingest", ingested, ingest)
-        split_conf = load_split_conf(split_conf_path, name)
+        if audit_floor is not None:
+            log.run(
+                "audit",
+                fingerprint("audit", ingested, audit_floor),
+                lambda: report(f"{name}: {audit_verdict(write_audit(spark, lake, name, conf, audit_floor))}"),
+            )
+        split_conf = split_conf_of(name)
         inputs[name] = fingerprint("split", ingested, repr(split_conf))
 
         def split() -> None:
@@ -362,7 +393,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     def variant_stages(name: str) -> None:
         """Protocol and seed variants of a dataset, its cutoff sensitivity and leak counts."""
-        split_conf = load_split_conf(split_conf_path, name)
+        split_conf = split_conf_of(name)
         logs[name].run("sensitivity", inputs[name], lambda: write_sensitivity(spark, lake, name, split_conf))
         logs[name].run("leaks", inputs[name], lambda: write_leaks(spark, lake, name))
         for variant in compare.protocol_variants(name):
@@ -380,7 +411,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             log.run("leaks", inputs[variant], lambda variant=variant: write_leaks(spark, lake, variant))
         for variant in compare.seed_variants(name):
             logs[variant] = StageLog(lake, variant, args.force, report)
-            seeded = load_split_conf(split_conf_path, name, {"seed": seed_of(variant)})
+            seeded = split_conf_of(name, {"seed": seed_of(variant)})
             inputs[variant] = fingerprint("seed", inputs[name], repr(seeded))
             logs[variant].run(
                 "split",
@@ -435,7 +466,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return done
 
     def evaluate_stage(name: str, transfers: list[str]) -> None:
-        floor = load_split_conf(split_conf_path, source_dataset(name)).floor_users
+        floor = split_conf_of(name).floor_users
         logs[name].run(
             "evaluate",
             fingerprint("evaluate", trained[name], transfers, floor),
@@ -501,6 +532,10 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--raw", required=True, help="folder with the release files (path or URI)")
     ing.add_argument("--lake", required=True, help="lake folder (path or URI)")
     ing.add_argument("--conf", help="source conf YAML (for a source that is not built in)")
+    ing.add_argument(
+        "--item-level",
+        help="ingest items at this level of the conf's item_levels (cct: merchant or mcc); default its fine level",
+    )
     _add_spark_flags(ing)
     ing.set_defaults(func=cmd_ingest)
 

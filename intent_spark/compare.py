@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 
 from intent_spark import schema as S
 from intent_spark.config import ConfError
-from intent_spark.io import VARIANT_SEPARATOR, read_table
+from intent_spark.io import VARIANT_SEPARATOR, ingested_source, read_table
 from intent_spark.protocols import PROTOCOLS, leaked_targets
 from intent_spark.splitting import SplitConf
 from intent_spark.transfer import TRANSFER_MODELS
@@ -122,7 +122,12 @@ def write_sensitivity(spark: SparkSession, lake: str, dataset: str, conf: SplitC
 
     events = read_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
     table = cutoff_sensitivity(
-        events, dataset=dataset, fraction=conf.holdout_fraction, seed=conf.seed, rule=conf.rule
+        events,
+        dataset=dataset,
+        key=ingested_source(spark, lake, dataset),
+        fraction=conf.holdout_fraction,
+        seed=conf.seed,
+        rule=conf.rule,
     )
     path = compare_folder(lake) / f"{dataset}.sensitivity.csv"
     path.parent.mkdir(parents=True, exist_ok=True)

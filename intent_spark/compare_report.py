@@ -40,6 +40,12 @@ def _primary_test(metrics: pd.DataFrame) -> pd.DataFrame:
     return metrics[(metrics[S.SPLIT] == S.TEST) & (metrics["metric"] == metric) & (metrics["k"] == k)]
 
 
+def own_primary_rows(metrics: pd.DataFrame, datasets: list[str]) -> pd.DataFrame:
+    """Test NDCG@10 rows of ``datasets`` for the models trained on them (no ``model@source``)."""
+    rows = _primary_test(metrics)
+    return rows[rows[S.DATASET].isin(datasets) & ~rows[S.MODEL].map(is_transfer)]
+
+
 def _score(row) -> str:
     if pd.isna(row["ci_low"]):
         return f"{row['value']:.3f}"
@@ -55,10 +61,7 @@ def settings_of(metrics: pd.DataFrame, dataset: str, conf: CompareConf) -> list[
 
 def protocol_scores(metrics: pd.DataFrame, dataset: str, conf: CompareConf) -> pd.DataFrame:
     """Models down, settings (INTENT cells, leave-last-out, HORIZON 1a-1d) across: NDCG@10."""
-    rows = _primary_test(metrics)
-    rows = rows[
-        rows[S.DATASET].isin([dataset, *conf.protocol_variants(dataset)]) & ~rows[S.MODEL].map(is_transfer)
-    ]
+    rows = own_primary_rows(metrics, [dataset, *conf.protocol_variants(dataset)])
     rows = rows.assign(text=rows.apply(_score, axis=1))
     wide = rows.pivot_table(index=S.MODEL, columns=S.CELL, values="text", aggfunc="first")
     return wide.reindex(columns=settings_of(metrics, dataset, conf)).fillna("")
@@ -113,9 +116,8 @@ def agreement_table(spark: SparkSession, lake: str, dataset: str, conf: CompareC
 def seed_spread(metrics: pd.DataFrame, dataset: str, split_seed: int, conf: CompareConf) -> pd.DataFrame:
     """Every test cell's NDCG@10 under each holdout seed, with mean, spread and the typical
     width of one split's 95% interval."""
-    rows = _primary_test(metrics)
     variants = {dataset: split_seed, **{v: seed_of(v) for v in conf.seed_variants(dataset)}}
-    rows = rows[rows[S.DATASET].isin(list(variants)) & ~rows[S.MODEL].map(is_transfer)]
+    rows = own_primary_rows(metrics, list(variants))
     if rows[S.DATASET].nunique() < 2:
         return pd.DataFrame()
     rows = rows.assign(seed=rows[S.DATASET].map(variants), width=rows["ci_high"] - rows["ci_low"])
@@ -174,8 +176,7 @@ def transfer_grid(metrics: pd.DataFrame, transfers: pd.DataFrame, conf: CompareC
 
 def all_signals_table(metrics: pd.DataFrame, one: str, every: str) -> pd.DataFrame:
     """The same models on one event per impression and on every signal, cell by cell."""
-    rows = _primary_test(metrics)
-    rows = rows[rows[S.DATASET].isin([one, every]) & ~rows[S.MODEL].map(is_transfer)]
+    rows = own_primary_rows(metrics, [one, every])
     rows = rows.assign(
         text=rows.apply(_score, axis=1),
         mode=rows[S.DATASET].map({one: "one per impression", every: "all signals"}),
@@ -197,10 +198,7 @@ def all_signals_table(metrics: pd.DataFrame, one: str, every: str) -> pd.DataFra
 def plot_protocols(metrics: pd.DataFrame, dataset: str, conf: CompareConf, path: Path) -> Path:
     """NDCG@10 per setting and model with 95% intervals: the same models under each protocol."""
     plt = pyplot()
-    rows = _primary_test(metrics)
-    rows = rows[
-        rows[S.DATASET].isin([dataset, *conf.protocol_variants(dataset)]) & ~rows[S.MODEL].map(is_transfer)
-    ]
+    rows = own_primary_rows(metrics, [dataset, *conf.protocol_variants(dataset)])
     settings = settings_of(metrics, dataset, conf)
     models = sorted(rows[S.MODEL].unique())
     fig, ax = plt.subplots(figsize=(12, 4.4))
@@ -216,9 +214,8 @@ def plot_seed_spread(
 ) -> Path:
     """Each seed's NDCG@10 per cell and model (one dot per seed)."""
     plt = pyplot()
-    rows = _primary_test(metrics)
     variants = {dataset: split_seed, **{v: seed_of(v) for v in conf.seed_variants(dataset)}}
-    rows = rows[rows[S.DATASET].isin(list(variants)) & ~rows[S.MODEL].map(is_transfer)]
+    rows = own_primary_rows(metrics, list(variants))
     cells = [c for c in S.CELLS if c in set(rows[S.CELL])]
     models = sorted(rows[S.MODEL].unique())
     width = 0.8 / max(len(models), 1)

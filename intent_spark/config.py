@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from intent_spark.schema import DEFAULT_ITEM_LEVEL
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = REPO_ROOT / "conf"
 SOURCES_DIR = CONF_DIR / "sources"
@@ -91,6 +93,8 @@ class EventsSpec:
     item: str
     time: TimeSpec
     action: ActionSpec
+    # fields joined by "-" into the user id, ``user`` first (CCT: [Card] makes a card the user)
+    user_with: tuple[str, ...] = ()
     format: str = "csv"  # csv | jsonl | parquet
     columns: tuple[str, ...] = ()  # csv: every column in file order; parquet: the fields to read
     json_schema: str | None = None  # jsonl: DDL of the fields to read
@@ -158,6 +162,16 @@ class UsersSpec:
 
 
 @dataclass(frozen=True)
+class ItemLevels:
+    """What an item of the source is (``fine``: merchant, product, video) and the coarser labels
+    that can stand in for it, each named by the item token field that carries it (``mcc: MCC``
+    takes 5411 from the token ``MCC:5411``)."""
+
+    fine: str = DEFAULT_ITEM_LEVEL
+    coarse: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class SourceConf:
     """One source: its event log, optional item metadata and user profiles, and its terms."""
 
@@ -168,6 +182,30 @@ class SourceConf:
     release: str = ""
     terms: str = ""
     check_gzip: bool = True  # decompress .gz files once to report truncation as a reject
+    item_levels: ItemLevels = field(default_factory=ItemLevels)
+    item_level: str = ""  # the level ingested: empty for the fine one, else a coarse level's name
+
+    def __post_init__(self) -> None:
+        known = (self.item_levels.fine, *self.item_levels.coarse)
+        if self.item_level and self.item_level not in known:
+            raise ConfError(
+                f"{self.name}: item level {self.item_level!r} is not declared; its item_levels: {', '.join(known)}"
+            )
+
+    @property
+    def level(self) -> str:
+        """The name of the item level ingested (``merchant``, ``mcc``)."""
+        return self.item_level or self.item_levels.fine
+
+    @property
+    def level_field(self) -> str | None:
+        """The token field whose value replaces the item at a coarse level; None at the fine one."""
+        return self.item_levels.coarse.get(self.item_level)
+
+
+def at_item_level(conf: SourceConf, level: str | None) -> SourceConf:
+    """The conf that ingests items at ``level`` (None or the fine level's name: the source's item)."""
+    return conf if level is None else dataclasses.replace(conf, item_level=level)
 
 
 def load_yaml(path: Path) -> dict[str, Any]:

@@ -48,6 +48,7 @@ def write_dataset(df: DataFrame, lake: str, table: str, dataset: str, **partitio
         df.write.format("delta")
         .mode("overwrite")
         .option("replaceWhere", replaced)
+        .option("mergeSchema", "true")  # a lake written before a column was added keeps working
         .partitionBy(*S.TABLE_PARTITIONS.get(table, (S.DATASET,)))
         .save(table_path(lake, table))
     )
@@ -71,6 +72,28 @@ def read_table(spark: SparkSession, lake: str, table: str, dataset: str | None =
         raise IntentError(f"{path}: no such table in the lake (run the stage that writes {table} first)")
     df = spark.read.format("delta").load(path)
     return df if dataset is None else df.where(F.col(S.DATASET) == dataset)
+
+
+def _manifest_value(spark: SparkSession, lake: str, dataset: str, column: str) -> str | None:
+    """A column the ingest manifest records once per dataset (one row per raw file); None when
+    the dataset was not ingested from files (a hand-built table) or before the column existed."""
+    if not has_table(spark, lake, S.INGEST_FILES):
+        return None
+    manifest = read_table(spark, lake, S.INGEST_FILES, source_dataset(dataset))
+    if column not in manifest.columns:
+        return None
+    found = manifest.where(F.col(column).isNotNull()).select(column).first()
+    return None if found is None else found[0]
+
+
+def item_level_of(spark: SparkSession, lake: str, dataset: str) -> str:
+    """The item level a dataset (or a variant's source) was ingested at (``merchant``, ``mcc``)."""
+    return _manifest_value(spark, lake, dataset, S.ITEM_LEVEL) or S.DEFAULT_ITEM_LEVEL
+
+
+def ingested_source(spark: SparkSession, lake: str, dataset: str) -> str:
+    """The source conf a dataset was ingested with (``cct`` for ``cct_mcc``); else its own name."""
+    return _manifest_value(spark, lake, dataset, "source") or source_dataset(dataset)
 
 
 @contextmanager

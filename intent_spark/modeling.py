@@ -136,6 +136,7 @@ def train(
         progress(f"{dataset}: no {', '.join(absent)} split; training {', '.join(cutoffs)} only")
         splits = [split for split in splits if split in cutoffs]
     device = _device()
+    split_rows = read_table(spark, lake, S.SPLITS, dataset).collect()  # a row per split
     params: dict[str, Any] = {
         "dataset": dataset,
         "model": model,
@@ -146,7 +147,8 @@ def train(
         "device": device.type,
         "splits": ",".join(splits),
         **{f"{split}_cutoff": f"{cutoff:%Y-%m-%d}" for split, cutoff in cutoffs.items()},
-        **{f"{r[S.SPLIT]}_split_seed": r.seed for r in read_table(spark, lake, S.SPLITS, dataset).collect()},
+        **{f"{r[S.SPLIT]}_split_seed": r.seed for r in split_rows},
+        S.ITEM_LEVEL: next((r[S.ITEM_LEVEL] for r in split_rows if r[S.ITEM_LEVEL]), S.DEFAULT_ITEM_LEVEL),
     }
     if model in NEURAL:
         params.update(asdict(conf.sasrec(model)))

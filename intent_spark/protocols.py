@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from intent_spark import schema as S
 from intent_spark.cells import training_events
 from intent_spark.holdout import assign_holdout
-from intent_spark.io import read_table, source_dataset, variant_name, write_dataset
+from intent_spark.io import ingested_source, read_table, source_dataset, variant_name, write_dataset
 
 LEAVE_LAST_OUT = "leave_last_out"
 HORIZON = "horizon"
@@ -146,7 +146,9 @@ def _source_test_split(spark: SparkSession, lake: str, dataset: str) -> dict:
     return rows[0].asDict()
 
 
-def protocol_holdout(events: DataFrame, protocol: str, dataset: str, source_split: dict) -> DataFrame:
+def protocol_holdout(
+    events: DataFrame, protocol: str, dataset: str, source_split: dict, key: str | None = None
+) -> DataFrame:
     """HOLDOUT_SCHEMA rows of the protocol's test split: nobody new under leave-last-out, the
     INTENT test holdout (same users, same seed) under HORIZON."""
     if protocol == LEAVE_LAST_OUT:
@@ -166,6 +168,7 @@ def protocol_holdout(events: DataFrame, protocol: str, dataset: str, source_spli
         seed=source_split["seed"],
         dataset=dataset,
         split=S.TEST,
+        key=key,
     )
 
 
@@ -202,7 +205,8 @@ def run_protocol_split(
     source = _source_test_split(spark, lake, dataset)
     events = read_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
     progress(f"{dataset}: {protocol} split at {source[S.CUTOFF]:%Y-%m-%d}")
-    write_dataset(protocol_holdout(events, protocol, dataset, source), lake, S.HOLDOUT, dataset)
+    key = ingested_source(spark, lake, dataset)
+    write_dataset(protocol_holdout(events, protocol, dataset, source, key), lake, S.HOLDOUT, dataset)
     holdout = read_table(spark, lake, S.HOLDOUT, dataset)
     labelled = label_protocol(events, protocol, holdout, source[S.CUTOFF])
     share = labelled.agg(
@@ -219,6 +223,7 @@ def run_protocol_split(
         float(source["horizon_days"]),
         float(source["holdout_fraction"]),
         int(source["seed"]),
+        source[S.ITEM_LEVEL],
     )
     write_dataset(spark.createDataFrame([row], S.SPLITS_SCHEMA), lake, S.SPLITS, dataset)
     write_dataset(spark.createDataFrame([], S.SPLIT_CANDIDATES_SCHEMA), lake, S.SPLIT_CANDIDATES, dataset)

@@ -56,13 +56,24 @@ class Results:
         return sorted(self.metrics.loc[self.metrics[S.DATASET] == dataset, S.MODEL].unique())
 
 
-def load_results(spark: SparkSession, lake: str, datasets: Sequence[str] | None = None) -> Results:
+def read_metrics(spark: SparkSession, lake: str) -> pd.DataFrame:
+    """Every dataset's metrics rows (cells x models x metrics: small)."""
+    return read_table(spark, lake, S.METRICS_TABLE).toPandas()
+
+
+def load_results(
+    spark: SparkSession,
+    lake: str,
+    datasets: Sequence[str] | None = None,
+    everything: pd.DataFrame | None = None,
+) -> Results:
     """The evaluated datasets' metrics and comparisons, and their split summaries (read from the
-    split report's JSON, or computed when it is missing)."""
+    split report's JSON, or computed when it is missing). ``everything``: ``read_metrics``, when
+    the caller has it already."""
     from intent_spark.errors import IntentError
     from intent_spark.split_report import split_summary
 
-    metrics = read_table(spark, lake, S.METRICS_TABLE).toPandas()  # cells x models x metrics
+    metrics = read_metrics(spark, lake) if everything is None else everything
     # Variants and transferred models have their own sections (compare_report.py).
     metrics = metrics[~metrics[S.MODEL].map(is_transfer)]
     if not datasets:
@@ -185,6 +196,7 @@ def context_table(summary: dict[str, Any]) -> pd.DataFrame:
 
         column = {
             "cutoff": f"{split['cutoff'][:10]} ({split['rule']}, {split['granularity']})",
+            "items are": split.get(S.ITEM_LEVEL, S.DEFAULT_ITEM_LEVEL),
             "train share at cutoff": f"{split['train_share']:.3f}",
             "horizon (days after cutoff)": f"{split['horizon_days']:.0f}",
             "training users": f"{split['training_users']:,}",
@@ -467,11 +479,13 @@ def build_report(
     from intent_spark.audit import audit_sections
     from intent_spark.compare import lake_compare_conf
     from intent_spark.compare_report import compare_sections
+    from intent_spark.level_report import level_sections
 
-    results = load_results(spark, lake, datasets)
-    everything = read_table(spark, lake, S.METRICS_TABLE).toPandas()  # cells x models x metrics
+    everything = read_metrics(spark, lake)
+    results = load_results(spark, lake, datasets, everything)
     if compare is None:
         compare = lake_compare_conf(spark, lake, everything, results.datasets)
     extra = compare_sections(spark, lake, everything, compare, out / "figures") if compare.any() else []
+    levels = level_sections(spark, lake, everything, results.datasets, out / "figures")
     audits = [a for a in audit_sections(lake) if a.title.split(":")[0] in results.datasets]  # `intent audit`
-    return write_report(results, out, extra=[*audits, *extra], progress=progress)
+    return write_report(results, out, extra=[*audits, *levels, *extra], progress=progress)

@@ -44,6 +44,8 @@ LINE = "line"
 FIELD = "field"
 REASON = "reason"
 RAW = "raw"
+ITEM_LEVEL = "item_level"  # what an item is: the source's entity (merchant) or a coarser label (mcc)
+DEFAULT_ITEM_LEVEL = "item"  # the level of a source conf that does not name its items
 
 # seq = file index << FILE_SHIFT | line << SUB_BITS | sub-event. The line number comes from
 # the raw file, so (ts, seq) orders same-timestamp events as the release wrote them.
@@ -102,6 +104,8 @@ INGEST_FILES_SCHEMA = StructType(
         StructField("raw_rows", LongType(), False),
         StructField("event_rows", LongType(), False),
         StructField("reject_rows", LongType(), False),
+        StructField("source", StringType(), True),  # the source conf's name (cct for cct_mcc)
+        StructField(ITEM_LEVEL, StringType(), True),
     ]
 )
 
@@ -153,6 +157,7 @@ SPLITS_SCHEMA = StructType(
         StructField("horizon_days", DoubleType(), False),
         StructField("holdout_fraction", DoubleType(), False),
         StructField("seed", LongType(), False),
+        StructField(ITEM_LEVEL, StringType(), True),
     ]
 )
 

@@ -142,7 +142,13 @@ def sensitivity_rows(
 
 
 def cutoff_sensitivity(
-    events: DataFrame, *, dataset: str, fraction: float, seed: int, rule: CutoffRule
+    events: DataFrame,
+    *,
+    dataset: str,
+    fraction: float,
+    seed: int,
+    rule: CutoffRule,
+    key: str | None = None,
 ) -> pd.DataFrame:
     """One row per variant of ``rule`` for the test split of ``events`` (``user_id``, ``ts``).
 
@@ -151,7 +157,9 @@ def cutoff_sensitivity(
     """
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"holdout fraction must be in (0, 1), got {fraction}")
-    flagged = events.withColumn(S.IS_NEW, is_held_out(F.col(S.USER_ID), fraction, seed, dataset, S.TEST))
+    flagged = events.withColumn(
+        S.IS_NEW, is_held_out(F.col(S.USER_ID), fraction, seed, key or dataset, S.TEST)
+    )
     first, last = time_span(events)
     variants = rule_variants(rule)
     # A histogram no variant reads is not worth a pass over the events (long datasets: days).

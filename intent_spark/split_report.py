@@ -80,6 +80,7 @@ def split_summary(spark: SparkSession, lake: str, dataset: str) -> dict[str, Any
             "cutoff": row[S.CUTOFF].isoformat(),
             "rule": row["rule"],
             "granularity": granularity,
+            S.ITEM_LEVEL: row[S.ITEM_LEVEL] or S.DEFAULT_ITEM_LEVEL,
             "train_share": row["train_share"],
             "horizon_days": row["horizon_days"],
             "holdout_fraction": row["holdout_fraction"],

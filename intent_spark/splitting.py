@@ -29,7 +29,7 @@ from intent_spark.cutoff import (
     time_span,
 )
 from intent_spark.holdout import assign_holdout, is_held_out, sample_users
-from intent_spark.io import read_table, write_dataset
+from intent_spark.io import ingested_source, item_level_of, read_table, write_dataset
 from intent_spark.targets import select_targets
 
 CHECKSUMMED_TABLES = (S.HOLDOUT, S.SPLITS, S.SPLIT_CANDIDATES, S.TARGETS, S.SPLIT_COUNTS)
@@ -61,11 +61,15 @@ class SplitOutcome:
     horizon_days: float
 
 
-def load_split_conf(path: str | Path, dataset: str, overrides: dict[str, Any] | None = None) -> SplitConf:
-    """The protocol conf for one dataset: file defaults, its ``datasets:`` entry, then overrides."""
+def load_split_conf(
+    path: str | Path, dataset: str, overrides: dict[str, Any] | None = None, source: str | None = None
+) -> SplitConf:
+    """The protocol conf for one dataset: file defaults, its ``datasets:`` entry (else that of its
+    ``source``: ``cct_mcc`` of ``cct``), then overrides."""
     raw = load_yaml(Path(path))
     per_dataset = raw.pop("datasets", None) or {}
-    merged = {**raw, **(per_dataset.get(dataset) or {}), **(overrides or {})}
+    entry = per_dataset.get(dataset) or per_dataset.get(source) or {}
+    merged = {**raw, **entry, **(overrides or {})}
     for key in ("manual_cutoff", "manual_val_cutoff"):
         value = merged.get(key)
         if value is not None and not isinstance(value, datetime):
@@ -96,13 +100,16 @@ def split_population(
     split: str,
     conf: SplitConf,
     manual: datetime | None,
+    key: str | None = None,
 ) -> SplitOutcome:
-    """Holdout, cutoff, cells and targets of one split over its population of events."""
+    """Holdout, cutoff, cells and targets of one split over its population of events; ``key``
+    names the users' source for the holdout hash (default ``dataset``)."""
+    key = key or dataset
     holdout = assign_holdout(
-        population, fraction=conf.holdout_fraction, seed=conf.seed, dataset=dataset, split=split
+        population, fraction=conf.holdout_fraction, seed=conf.seed, dataset=dataset, split=split, key=key
     )
     # is_new is a function of the user id alone, so events are flagged without a join.
-    held_out = is_held_out(F.col(S.USER_ID), conf.holdout_fraction, conf.seed, dataset, split)
+    held_out = is_held_out(F.col(S.USER_ID), conf.holdout_fraction, conf.seed, key, split)
     flagged = population.withColumn(S.IS_NEW, held_out)
     first, last = time_span(population)
     granularity = choose_granularity(first, last, conf.rule)
@@ -120,7 +127,7 @@ def split_population(
     targets = select_targets(
         labelled,
         seen_items(labelled),
-        sample_users(known_users, conf.known_past_users, conf.seed, dataset, split),
+        sample_users(known_users, conf.known_past_users, conf.seed, key, split),
         dataset=dataset,
         split=split,
         max_per_period=conf.max_targets_per_period,
@@ -130,7 +137,7 @@ def split_population(
 
 
 def splits_rows(
-    spark: SparkSession, dataset: str, conf: SplitConf, outcomes: list[SplitOutcome]
+    spark: SparkSession, dataset: str, conf: SplitConf, outcomes: list[SplitOutcome], item_level: str
 ) -> DataFrame:
     rows = [
         (
@@ -144,6 +151,7 @@ def splits_rows(
             float(o.horizon_days),
             float(conf.holdout_fraction),
             int(conf.seed),
+            item_level,
         )
         for o in outcomes
     ]
@@ -183,18 +191,24 @@ def run_split(
 
 
 def split_events(
-    events: DataFrame, dataset: str, conf: SplitConf, progress: Callable[[str], None] = lambda _: None
+    events: DataFrame,
+    dataset: str,
+    conf: SplitConf,
+    progress: Callable[[str], None] = lambda _: None,
+    key: str | None = None,
 ) -> list[SplitOutcome]:
     """The test split of ``events``, then the validation split of its training events; lazy,
-    nothing is written."""
+    nothing is written. ``key``: see ``split_population``."""
     progress(f"{dataset}: test split (holdout, cutoff, cells, targets)")
-    test = split_population(events, dataset=dataset, split=S.TEST, conf=conf, manual=conf.manual_cutoff)
+    test = split_population(
+        events, dataset=dataset, split=S.TEST, conf=conf, manual=conf.manual_cutoff, key=key
+    )
     progress(
         f"{dataset}: test cutoff {test.choice.cutoff:%Y-%m-%d} ({test.choice.rule}, share {test.choice.share:.3f})"
     )
     val_population = training_events(test.labelled).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
     val = split_population(
-        val_population, dataset=dataset, split=S.VAL, conf=conf, manual=conf.manual_val_cutoff
+        val_population, dataset=dataset, split=S.VAL, conf=conf, manual=conf.manual_val_cutoff, key=key
     )
     progress(
         f"{dataset}: validation cutoff {val.choice.cutoff:%Y-%m-%d} ({val.choice.rule}, share {val.choice.share:.3f})"
@@ -204,10 +218,11 @@ def split_events(
 
 def _split_tables(spark, lake, dataset, conf, progress) -> list[SplitOutcome]:
     events = read_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
-    outcomes = split_events(events, dataset, conf, progress)
+    outcomes = split_events(events, dataset, conf, progress, key=ingested_source(spark, lake, dataset))
     test, val = outcomes
     write_dataset(test.holdout.unionByName(val.holdout), lake, S.HOLDOUT, dataset)
-    write_dataset(splits_rows(spark, dataset, conf, outcomes), lake, S.SPLITS, dataset)
+    level = item_level_of(spark, lake, dataset)
+    write_dataset(splits_rows(spark, dataset, conf, outcomes, level), lake, S.SPLITS, dataset)
     write_dataset(candidate_rows(spark, dataset, outcomes), lake, S.SPLIT_CANDIDATES, dataset)
     progress(f"{dataset}: writing targets")
     write_dataset(test.targets.unionByName(val.targets), lake, S.TARGETS, dataset)

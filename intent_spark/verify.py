@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from intent_spark import schema as S
 from intent_spark.cells import cell_name, label_events, seen_items, training_events
 from intent_spark.holdout import is_held_out
-from intent_spark.io import has_table, read_table
+from intent_spark.io import has_table, ingested_source, read_table
 from intent_spark.protocols import leaked_targets, protocol_of, targets_preceding_training
 from intent_spark.splitting import compute_checksums
 
@@ -44,6 +44,7 @@ def check_split(
     targets: DataFrame,
     counts: DataFrame,
     model_inputs: tuple[DataFrame, DataFrame] | None = None,
+    key: str | None = None,
 ) -> list[CheckResult]:
     """All checks of one split (``split`` is its row of the splits table, as a dict).
 
@@ -60,7 +61,7 @@ def check_split(
 
     recomputed = holdout.withColumn(
         "_expected",
-        is_held_out(F.col(S.USER_ID), split["holdout_fraction"], split["seed"], dataset, name),
+        is_held_out(F.col(S.USER_ID), split["holdout_fraction"], split["seed"], key or dataset, name),
     )
     record(
         "holdout_matches_hash",
@@ -217,6 +218,7 @@ def verify_dataset(spark: SparkSession, lake: str, dataset: str) -> list[CheckRe
     holdout = read_table(spark, lake, S.HOLDOUT, dataset)
     targets = read_table(spark, lake, S.TARGETS, dataset)
     counts = read_table(spark, lake, S.SPLIT_COUNTS, dataset)
+    key = ingested_source(spark, lake, dataset)  # whose users the holdout hash is of
     missing = [name for name in (S.TEST, S.VAL) if name not in splits]
     if missing:
         return [
@@ -232,6 +234,7 @@ def verify_dataset(spark: SparkSession, lake: str, dataset: str) -> list[CheckRe
         targets,
         counts,
         _model_inputs(spark, lake, dataset, S.TEST),
+        key,
     )
     # The validation population is the test split's training data: known users, before the cutoff.
     test_new = test_holdout.where(F.col(S.IS_NEW)).select(S.USER_ID)
@@ -255,6 +258,7 @@ def verify_dataset(spark: SparkSession, lake: str, dataset: str) -> list[CheckRe
         targets,
         counts,
         _model_inputs(spark, lake, dataset, S.VAL),
+        key,
     )
     return results + _checksum_results(spark, lake, dataset)
 

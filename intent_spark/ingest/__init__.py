@@ -26,6 +26,7 @@ from intent_spark.ingest.events import (
     to_rejects,
 )
 from intent_spark.ingest.files import check_gzip, filesystem, find_files, to_uri
+from intent_spark.ingest.levels import item_labels, label_items, label_lines, labelled_spec
 from intent_spark.ingest.lines import read_numbered_lines, read_numbered_parquet_rows
 from intent_spark.ingest.metadata import (
     items_from_events,
@@ -225,13 +226,24 @@ def ingest_source(
     readable = [f for f in event_files if f not in unreadable]
     file_rejects = _problem_frame(spark, problems, name)
 
-    checked = None
+    checked = fine_items = None
+    fine = conf.item_levels.fine
     with spark_conf(spark, INGEST_SQL_CONF), spark_progress(spark, progress, f"{name} ingest"):
         try:
+            catalogue = None
             if readable:
                 checked = read_checked_lines(spark, spec, readable, problems).persist(StorageLevel.DISK_ONLY)
                 events = to_events(checked, spec, name)
                 rejects = to_rejects(checked, name).unionByName(file_rejects)
+                if conf.level_field:
+                    progress(f"{name}: items at level {conf.level} (the {conf.level_field} of each {fine})")
+                    fine_items = read_catalogue(spark, conf, raw_root, name, checked, events, progress)
+                    fine_items = fine_items.persist(StorageLevel.DISK_ONLY)
+                    labels = item_labels(fine_items, conf.level_field)
+                    lines = label_lines(checked, labels, spec, conf.level_field, conf.level)
+                    events = to_events(lines, labelled_spec(spec), name)
+                    rejects = to_rejects(lines, name).unionByName(file_rejects)
+                    catalogue = label_items(labels, conf.level_field, name)
             else:
                 events = spark.createDataFrame([], S.EVENTS_SCHEMA)
                 rejects = file_rejects
@@ -241,7 +253,8 @@ def ingest_source(
             write_dataset(rejects, lake, S.REJECTS, name)
             written = read_table(spark, lake, S.EVENTS, name)
             progress(f"{name}: writing items")
-            catalogue = read_catalogue(spark, conf, raw_root, name, checked, written, progress)
+            if catalogue is None:
+                catalogue = read_catalogue(spark, conf, raw_root, name, checked, written, progress)
             write_dataset(catalogue, lake, S.ITEMS, name)
             progress(f"{name}: writing users")
             write_dataset(read_profiles(spark, conf, raw_root, name, progress), lake, S.USERS, name)
@@ -249,10 +262,12 @@ def ingest_source(
             manifest = file_manifest(
                 checked, written, read_table(spark, lake, S.REJECTS, name), name, event_files
             )
-            write_dataset(manifest, lake, S.INGEST_FILES, name)
+            levelled = manifest.withColumns({"source": F.lit(conf.name), S.ITEM_LEVEL: F.lit(conf.level)})
+            write_dataset(levelled, lake, S.INGEST_FILES, name)
         finally:
-            if checked is not None:
-                checked.unpersist()
+            for persisted in (checked, fine_items):
+                if persisted is not None:
+                    persisted.unpersist()
 
     totals = read_table(spark, lake, S.INGEST_FILES, name).agg(F.count(F.lit(1)), F.sum("raw_rows")).first()
     return IngestSummary(

@@ -127,7 +127,7 @@ def check_rows(parsed: DataFrame, spec: EventsSpec) -> DataFrame:
         reason = "malformed JSON line"
     checks += [
         (raw_field(CORRUPT).isNotNull(), None, reason),
-        (_blank(raw_field(spec.user)), spec.user, "missing user id"),
+        *[(_blank(raw_field(u)), u, "missing user id") for u in (spec.user, *spec.user_with)],
         (_blank(raw_field(spec.item)), spec.item, "missing item id"),
         *[(_blank(raw_field(p)), p, "missing timestamp") for p in (spec.time.parts or (spec.time.column,))],
         (ts.isNull(), spec.time.column, _time_reason(spec)),
@@ -212,6 +212,11 @@ def pad_id(c: Column, width: int) -> Column:
     return F.when(c.rlike("^[0-9]+$") & (F.length(c) < width), F.lpad(c, width, "0")).otherwise(c)
 
 
+def user_key(spec: EventsSpec) -> Column:
+    """The user id: the user field, joined by "-" with ``user_with`` (a holder's card: ``7-2``)."""
+    return F.concat_ws("-", *[F.trim(raw_field(u)) for u in (spec.user, *spec.user_with)])
+
+
 def to_events(checked: DataFrame, spec: EventsSpec, dataset: str) -> DataFrame:
     """Good rows -> EVENTS_SCHEMA rows, ``seq`` from (file, line, sub-event)."""
     good = checked.where(F.col(REASON_CHECKED).isNull())
@@ -224,7 +229,7 @@ def to_events(checked: DataFrame, spec: EventsSpec, dataset: str) -> DataFrame:
     seq = F.shiftleft(F.col("file_index"), S.FILE_SHIFT) + F.shiftleft(F.col(S.LINE), S.SUB_BITS) + F.col(SUB)
     return exploded.select(
         F.lit(dataset).alias(S.DATASET),
-        F.trim(raw_field(spec.user)).alias(S.USER_ID),
+        user_key(spec).alias(S.USER_ID),
         pad_id(raw_field(spec.item), spec.id_pad).alias(S.ITEM_ID),
         F.col(TYPED_TS).alias(S.TS),
         seq.cast("long").alias(S.SEQ),
