@@ -74,26 +74,26 @@ def read_table(spark: SparkSession, lake: str, table: str, dataset: str | None =
     return df if dataset is None else df.where(F.col(S.DATASET) == dataset)
 
 
-def _manifest_value(spark: SparkSession, lake: str, dataset: str, column: str) -> str | None:
-    """A column the ingest manifest records once per dataset (one row per raw file); None when
-    the dataset was not ingested from files (a hand-built table) or before the column existed."""
+def ingest_record(spark: SparkSession, lake: str, dataset: str) -> tuple[str, str]:
+    """The source conf a dataset (or a variant's source) was ingested with and its item level,
+    as its ingest manifest records them (``("cct", "mcc")`` for ``cct_mcc``). A dataset not
+    ingested from files (a hand-built table), or ingested before they were recorded, is its own
+    source at the default level."""
+    source, level = source_dataset(dataset), S.DEFAULT_ITEM_LEVEL
     if not has_table(spark, lake, S.INGEST_FILES):
-        return None
-    manifest = read_table(spark, lake, S.INGEST_FILES, source_dataset(dataset))
-    if column not in manifest.columns:
-        return None
-    found = manifest.where(F.col(column).isNotNull()).select(column).first()
-    return None if found is None else found[0]
-
-
-def item_level_of(spark: SparkSession, lake: str, dataset: str) -> str:
-    """The item level a dataset (or a variant's source) was ingested at (``merchant``, ``mcc``)."""
-    return _manifest_value(spark, lake, dataset, S.ITEM_LEVEL) or S.DEFAULT_ITEM_LEVEL
+        return source, level
+    manifest = read_table(spark, lake, S.INGEST_FILES, source)
+    if S.ITEM_LEVEL not in manifest.columns:
+        return source, level
+    found = (
+        manifest.where(F.col(S.ITEM_LEVEL).isNotNull()).select("source", S.ITEM_LEVEL).first()
+    )  # a row per file
+    return (source, level) if found is None else (found[0], found[1])
 
 
 def ingested_source(spark: SparkSession, lake: str, dataset: str) -> str:
     """The source conf a dataset was ingested with (``cct`` for ``cct_mcc``); else its own name."""
-    return _manifest_value(spark, lake, dataset, "source") or source_dataset(dataset)
+    return ingest_record(spark, lake, dataset)[0]
 
 
 @contextmanager

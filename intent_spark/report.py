@@ -58,7 +58,7 @@ class Results:
 
 def read_metrics(spark: SparkSession, lake: str) -> pd.DataFrame:
     """Every dataset's metrics rows (cells x models x metrics: small)."""
-    return read_table(spark, lake, S.METRICS_TABLE).toPandas()
+    return read_table(spark, lake, S.METRICS_TABLE).toPandas()  # aggregates, never events
 
 
 def load_results(

@@ -29,7 +29,7 @@ from intent_spark.cutoff import (
     time_span,
 )
 from intent_spark.holdout import assign_holdout, is_held_out, sample_users
-from intent_spark.io import ingested_source, item_level_of, read_table, write_dataset
+from intent_spark.io import ingest_record, read_table, write_dataset
 from intent_spark.targets import select_targets
 
 CHECKSUMMED_TABLES = (S.HOLDOUT, S.SPLITS, S.SPLIT_CANDIDATES, S.TARGETS, S.SPLIT_COUNTS)
@@ -218,10 +218,10 @@ def split_events(
 
 def _split_tables(spark, lake, dataset, conf, progress) -> list[SplitOutcome]:
     events = read_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
-    outcomes = split_events(events, dataset, conf, progress, key=ingested_source(spark, lake, dataset))
+    source, level = ingest_record(spark, lake, dataset)
+    outcomes = split_events(events, dataset, conf, progress, key=source)
     test, val = outcomes
     write_dataset(test.holdout.unionByName(val.holdout), lake, S.HOLDOUT, dataset)
-    level = item_level_of(spark, lake, dataset)
     write_dataset(splits_rows(spark, dataset, conf, outcomes, level), lake, S.SPLITS, dataset)
     write_dataset(candidate_rows(spark, dataset, outcomes), lake, S.SPLIT_CANDIDATES, dataset)
     progress(f"{dataset}: writing targets")

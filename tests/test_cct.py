@@ -14,7 +14,7 @@ from intent_spark.cli import main
 from intent_spark.config import at_item_level, load_source
 from intent_spark.generate import generate_release
 from intent_spark.ingest import ingest_source
-from intent_spark.io import ingested_source, item_level_of, read_table
+from intent_spark.io import ingest_record, ingested_source, read_table
 
 HEADER = (
     "User,Card,Year,Month,Day,Time,Amount,Use Chip,Merchant Name,Merchant City,Merchant State,Zip,"
@@ -120,7 +120,10 @@ def test_at_the_mcc_level_each_merchant_becomes_its_code(spark, cct_raw, cct_lak
     assert summary.raw_rows == summary.events + summary.rejects == len(ROWS)
     manifest = read_table(spark, lake, S.INGEST_FILES).select(S.DATASET, "source", S.ITEM_LEVEL).collect()
     assert sorted(tuple(r) for r in manifest) == [("cct", "cct", "merchant"), ("cct_mcc", "cct", "mcc")]
-    assert (item_level_of(spark, lake, "cct_mcc"), ingested_source(spark, lake, "cct_mcc")) == ("mcc", "cct")
+    assert (
+        ingest_record(spark, lake, "cct_mcc") == ("cct", "mcc")
+        and ingested_source(spark, lake, "cct") == "cct"
+    )
 
 
 def test_a_card_can_be_the_user(spark, cct_raw, tmp_path):
