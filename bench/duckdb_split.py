@@ -27,10 +27,10 @@ import duckdb
 import pyarrow as pa
 import xxhash
 
-from intent_spark import schema as S
-from intent_spark.cutoff import Bucket, CutoffChoice, choose_cutoff, choose_granularity
-from intent_spark.holdout import HASH_BUCKETS, holdout_salt
-from intent_spark.splitting import SplitConf
+from intent_spark.core import schema as S
+from intent_spark.split.conf import SplitConf
+from intent_spark.split.cutoff import Bucket, CutoffChoice, choose_cutoff, choose_granularity
+from intent_spark.split.holdout import HASH_BUCKETS, holdout_salt
 
 SPARK_HASH_SEED = 42  # Spark's xxhash64 starts every row from seed 42
 UINT64 = 1 << 64
@@ -262,7 +262,7 @@ def summarize(splits: list[DuckSplit]) -> dict[str, Any]:
 def spark_split_summary(spark: Any, lake: str, dataset: str) -> dict[str, Any]:
     """Spark's stored outcome in the same shape as ``summarize``: cutoffs from ``splits``, counts
     from ``split_counts`` (both a few rows per dataset)."""
-    from intent_spark.io import read_table
+    from intent_spark.lake.tables import read_table
 
     found: dict[str, Any] = {}
     for row in read_table(spark, lake, S.SPLITS, dataset).collect():
@@ -284,7 +284,7 @@ def summarize_spark_outcomes(outcomes: list[Any]) -> dict[str, Any]:
     Counting the lazy targets runs Spark's split again without the Delta writes, which is the
     like-for-like timing against DuckDB; the result is one row per cell.
     """
-    from intent_spark.splitting import cell_counts
+    from intent_spark.split.stage import cell_counts
 
     found: dict[str, Any] = {}
     for outcome in outcomes:
@@ -333,8 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lake", default=None, help="compare with Spark's splits and split_counts here")
     args = parser.parse_args(argv)
 
-    from intent_spark.config import CONF_DIR
-    from intent_spark.splitting import load_split_conf
+    from intent_spark.core.conf import CONF_DIR
+    from intent_spark.split.conf import load_split_conf
 
     conf = load_split_conf(args.split_conf or CONF_DIR / "split.yaml", args.dataset)
     splits, seconds = run_duckdb_split(
@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         "splits": summarize(splits),
     }
     if args.lake:
-        from intent_spark.session import build_session
+        from intent_spark.lake.session import build_session
 
         spark = build_session("intent-duckdb-compare", {"spark.ui.enabled": "false"})
         stored = spark_split_summary(spark, args.lake, args.dataset)

@@ -17,10 +17,10 @@ from pathlib import Path
 import psutil
 from measure import PeakMemory
 
-from intent_spark.config import load_source
+from intent_spark.core.sources import load_source
 from intent_spark.generate import generate_release
 from intent_spark.ingest import ingest_source
-from intent_spark.session import build_session
+from intent_spark.lake.session import build_session
 
 
 def main() -> None:

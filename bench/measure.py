@@ -45,7 +45,7 @@ def log_to_mlflow(
     it has one), and the artifacts. Returns the run id."""
     from mlflow import MlflowClient
 
-    from intent_spark.tracking import experiment_id
+    from intent_spark.lake.tracking import experiment_id
 
     client = MlflowClient(tracking_uri)
     run_id = client.create_run(experiment_id(tracking_uri, "intent-bench"), run_name=name).info.run_id

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from intent_spark.readers import UserBlock
+from intent_spark.lake.readers import UserBlock
 from models.popularity import Popularity
 from models.repeat_last import RepeatLast
 from models.sasrec import NegativeSampler, SASRec, SASRecConf, SASRecF

@@ -30,15 +30,17 @@ from duckdb_split import compare_summaries, run_duckdb_split, summarize, summari
 from measure import PeakMemory, log_to_mlflow
 from pyspark.sql import functions as F
 
-from intent_spark import schema as S
-from intent_spark.cells import with_period
-from intent_spark.config import CONF_DIR, load_source
+from intent_spark.core import schema as S
+from intent_spark.core.conf import CONF_DIR
+from intent_spark.core.sources import load_source
 from intent_spark.generate import generate_release
-from intent_spark.holdout import is_held_out
 from intent_spark.ingest import ingest_source
-from intent_spark.io import has_table, read_table
-from intent_spark.session import build_session
-from intent_spark.splitting import load_split_conf, split_events
+from intent_spark.lake.session import build_session
+from intent_spark.lake.tables import has_table, read_table
+from intent_spark.split.cells import with_period
+from intent_spark.split.conf import load_split_conf
+from intent_spark.split.holdout import is_held_out
+from intent_spark.split.stage import split_events
 
 DATASET = "rees46"
 
@@ -117,7 +119,7 @@ def time_materialized(split, spark, parquet: Path, cutoff, conf) -> tuple[float,
 
 def plot(result: dict, path: Path) -> Path:
     """Seconds against events on log axes (a slope-1 line is linear scaling), and the ratios."""
-    from intent_spark.figures import pyplot, save_figure
+    from intent_spark.lake.figures import pyplot, save_figure
 
     plt = pyplot()
     rows = result["rows"]

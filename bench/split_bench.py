@@ -13,11 +13,12 @@ import time
 
 from measure import PeakMemory
 
-from intent_spark import schema as S
-from intent_spark.config import CONF_DIR
-from intent_spark.io import read_table
-from intent_spark.session import build_session
-from intent_spark.splitting import load_split_conf, run_split
+from intent_spark.core import schema as S
+from intent_spark.core.conf import CONF_DIR
+from intent_spark.lake.session import build_session
+from intent_spark.lake.tables import read_table
+from intent_spark.split.conf import load_split_conf
+from intent_spark.split.stage import run_split
 
 PYTHON_ON_DATA_PATH = re.compile(
     r"PythonUDF|BatchEvalPython|ArrowEvalPython|MapInPandas|FlatMapGroupsInPandas|PythonRDD"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from intent_spark.session import build_session
+from intent_spark.lake.session import build_session
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REAL_DATA = Path(os.environ.get("INTENT_REAL_DATA", REPO_ROOT.parent / "shared" / "data" / "real"))
@@ -74,7 +74,7 @@ GENERATED_EVENTS = 4000
 @pytest.fixture(scope="session")
 def generated_lake(spark, tmp_path_factory):
     """All five sources generated (with injected bad rows) and ingested once per test run."""
-    from intent_spark.config import load_source
+    from intent_spark.core.sources import load_source
     from intent_spark.generate import SOURCES, generate_release
     from intent_spark.ingest import ingest_source
 
@@ -90,9 +90,10 @@ def generated_lake(spark, tmp_path_factory):
 @pytest.fixture(scope="session")
 def split_lake(spark, generated_lake):
     """The generated lake with every source split by the shipped protocol conf."""
-    from intent_spark.config import CONF_DIR
+    from intent_spark.core.conf import CONF_DIR
     from intent_spark.generate import SOURCES
-    from intent_spark.splitting import load_split_conf, run_split
+    from intent_spark.split.conf import load_split_conf
+    from intent_spark.split.stage import run_split
 
     lake, _, _ = generated_lake
     for name in SOURCES:
@@ -105,9 +106,10 @@ def toy_lake(spark, tmp_path_factory):
     """The hand-computed toy events of test_split, split with seed 4: ``(lake, outcomes)``."""
     from test_split import _fixture_rows
 
-    from intent_spark import schema as S
-    from intent_spark.io import write_dataset
-    from intent_spark.splitting import SplitConf, run_split
+    from intent_spark.core import schema as S
+    from intent_spark.lake.tables import write_dataset
+    from intent_spark.split.conf import SplitConf
+    from intent_spark.split.stage import run_split
 
     lake = str(tmp_path_factory.mktemp("lake_toy"))
     events = spark.createDataFrame(_fixture_rows(), S.EVENTS_SCHEMA).repartition(3)  # partition-proof
@@ -154,8 +156,8 @@ def same_tables(spark, left: str, right: str, dataset: str, tables: list[str]) -
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, MapType
 
-    from intent_spark import schema as S
-    from intent_spark.io import read_table
+    from intent_spark.core import schema as S
+    from intent_spark.lake.tables import read_table
 
     def read(lake: str, table: str):
         frame = read_table(spark, lake, table, dataset)

@@ -8,8 +8,13 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from intent_spark.agreement import AGREEMENT_COLUMNS, kendall_tau_b, protocol_agreement, replicate_means
-from intent_spark.metrics import bootstrap_intervals, bootstrap_weight
+from intent_spark.evaluate.agreement import (
+    AGREEMENT_COLUMNS,
+    kendall_tau_b,
+    protocol_agreement,
+    replicate_means,
+)
+from intent_spark.evaluate.metrics import bootstrap_intervals, bootstrap_weight
 
 USERS_DDL = "setting string, model string, user_id string, value double"
 

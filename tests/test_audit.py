@@ -11,8 +11,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from intent_spark import schema as S
-from intent_spark.audit import (
+from intent_spark.checks.audit import (
     ACCESS,
     ACTION,
     ADMIT,
@@ -24,15 +23,23 @@ from intent_spark.audit import (
     STABLE,
     audit_dataset,
     audit_measures,
-    audit_sections,
     audit_verdicts,
     write_audit,
 )
 from intent_spark.cli import main
-from intent_spark.config import ActionOverride, ActionSpec, EventsSpec, SourceConf, TimeSpec, load_source
+from intent_spark.core import schema as S
+from intent_spark.core.sources import (
+    ActionOverride,
+    ActionSpec,
+    EventsSpec,
+    SourceConf,
+    TimeSpec,
+    load_source,
+)
 from intent_spark.generate import SOURCES, generate_release
 from intent_spark.ingest import ingest_source
-from intent_spark.io import write_dataset
+from intent_spark.lake.tables import write_dataset
+from intent_spark.report.audit import audit_sections
 
 CONF = SourceConf(
     name="hand",
@@ -108,7 +115,7 @@ def _verdicts(table) -> dict[str, tuple[str, str]]:
 
 
 def test_admissible_dataset_passes_every_criterion_with_hand_numbers(spark, hand_lake):
-    from intent_spark.io import read_table
+    from intent_spark.lake.tables import read_table
 
     measures = audit_measures(read_table(spark, hand_lake, S.EVENTS, "good"))
     assert measures["users"] == 30 and measures["events"] == 120
@@ -146,7 +153,7 @@ def test_date_only_ties_fail_calendar_timestamps(spark, hand_lake):
 
 
 def test_ties_are_judged_only_on_date_only_timestamps(spark, hand_lake):
-    from intent_spark.io import read_table
+    from intent_spark.lake.tables import read_table
 
     measures = audit_measures(read_table(spark, hand_lake, S.EVENTS, "dates"))
     assert measures["tie_share"] == pytest.approx(9 / 10) and measures["resolution"] == "day"

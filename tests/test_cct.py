@@ -9,12 +9,12 @@ from datetime import datetime
 import pytest
 from pyspark.sql import functions as F
 
-from intent_spark import schema as S
 from intent_spark.cli import main
-from intent_spark.config import at_item_level, load_source
+from intent_spark.core import schema as S
+from intent_spark.core.sources import at_item_level, load_source
 from intent_spark.generate import generate_release
 from intent_spark.ingest import ingest_source
-from intent_spark.io import ingest_record, ingested_source, read_table
+from intent_spark.lake.tables import ingest_record, ingested_source, read_table
 
 HEADER = (
     "User,Card,Year,Month,Day,Time,Amount,Use Chip,Merchant Name,Merchant City,Merchant State,Zip,"

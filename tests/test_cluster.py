@@ -19,8 +19,8 @@ import pyspark
 import pytest
 from conftest import same_tables, write_run_conf
 
-from intent_spark import schema as S
-from intent_spark.session import delta_jars
+from intent_spark.core import schema as S
+from intent_spark.lake.session import delta_jars
 
 pytestmark = pytest.mark.slow
 

@@ -10,11 +10,11 @@ import shutil
 import pandas as pd
 from pyspark.sql import functions as F
 
-from intent_spark import schema as S
 from intent_spark.cli import main
-from intent_spark.compare import CompareConf
-from intent_spark.compare_report import seed_spread
-from intent_spark.io import read_table
+from intent_spark.core import schema as S
+from intent_spark.core.runconf import CompareConf
+from intent_spark.lake.tables import read_table
+from intent_spark.report.compare import seed_spread
 
 # Leave-last-out runs the same stages; its cells and leak are checked on the toy (test_protocols).
 COMPARE = "compare: {datasets: [hm], protocols: [horizon], replicates: 20}"

@@ -9,11 +9,11 @@ import pytest
 from conftest import REPO_ROOT
 from pyspark.sql import functions as F
 
-from intent_spark import schema as S
-from intent_spark.config import CONF_DIR
+from intent_spark.core import schema as S
+from intent_spark.core.conf import CONF_DIR
 from intent_spark.generate import SOURCES
-from intent_spark.io import read_table
-from intent_spark.splitting import load_split_conf
+from intent_spark.lake.tables import read_table
+from intent_spark.split.conf import load_split_conf
 
 pytest.importorskip("duckdb", reason="duckdb is in the `bench` extra: pip install -e '.[bench]'")
 pytest.importorskip("xxhash", reason="xxhash is in the `bench` extra: pip install -e '.[bench]'")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from intent_spark.readers import UserBlock
+from intent_spark.lake.readers import UserBlock
 from models.sasrec import SASRec, SASRecConf
 from models.scoring import rank_blocks
 from models.training import fit

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from intent_spark import schema as S
 from intent_spark.cli import main
-from intent_spark.config import load_source
+from intent_spark.core import schema as S
+from intent_spark.core.sources import load_source
 from intent_spark.ingest import ingest_source
-from intent_spark.io import read_table
+from intent_spark.lake.tables import read_table
 
 HEADER = b"event_time,event_type,product_id,category_id,category_code,brand,price,user_id,user_session"
 GOOD = b"2019-10-01 00:00:00 UTC,view,1,11,a.b,br,1.50,u1,s1"

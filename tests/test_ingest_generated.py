@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from intent_spark import schema as S
+from intent_spark.core import schema as S
 from intent_spark.generate import SOURCES
-from intent_spark.io import read_table
+from intent_spark.lake.tables import read_table
 
 
 @pytest.mark.slow

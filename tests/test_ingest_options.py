@@ -6,11 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from intent_spark import schema as S
 from intent_spark.cli import main
-from intent_spark.config import ConfError, SourceConf, from_mapping, load_source
+from intent_spark.core import schema as S
+from intent_spark.core.conf import from_mapping
+from intent_spark.core.errors import ConfError
+from intent_spark.core.sources import SourceConf, load_source
 from intent_spark.ingest import ingest_source
-from intent_spark.io import read_table
+from intent_spark.lake.tables import read_table
 
 KUAI_HEADER = (
     "user_id,video_id,date,hourmin,time_ms,is_click,is_like,is_follow,is_comment,is_forward,"

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from intent_spark import schema as S
-from intent_spark.config import load_source
+from intent_spark.core import schema as S
+from intent_spark.core.sources import load_source
 from intent_spark.ingest import ingest_source
-from intent_spark.io import read_table
+from intent_spark.lake.tables import read_table
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from intent_spark import schema as S
-from intent_spark.config import NAMED_SOURCES, load_source
+from intent_spark.core import schema as S
+from intent_spark.core.sources import NAMED_SOURCES, load_source
 from intent_spark.ingest.levels import LABEL, item_labels, label_items
-from intent_spark.level_report import level_table
+from intent_spark.report.levels import level_table
 
 
 def test_the_label_is_the_first_token_of_the_field_in_sorted_order(spark):

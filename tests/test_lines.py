@@ -5,10 +5,10 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from intent_spark import schema as S
+from intent_spark.core import schema as S
 from intent_spark.ingest.files import check_gzip, find_files
 from intent_spark.ingest.lines import read_numbered_lines
-from intent_spark.io import spark_conf
+from intent_spark.lake.tables import spark_conf
 
 
 def _write_lines(path: Path, n: int, width: int = 37) -> list[str]:
@@ -59,7 +59,7 @@ def test_find_files_sorted_and_missing_folder(tmp_path):
     ]
     import pytest
 
-    from intent_spark.errors import IntentError
+    from intent_spark.core.errors import IntentError
 
     with pytest.raises(IntentError, match="source folder not found"):
         find_files(str(tmp_path / "absent"), ("*.csv",), "event")

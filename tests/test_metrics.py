@@ -9,8 +9,8 @@ import pytest
 import torch
 from pyspark.sql import functions as F
 
-from intent_spark import schema as S
-from intent_spark.metrics import KS, METRICS, cell_metrics, metric_column, mlflow_name, user_metrics
+from intent_spark.core import schema as S
+from intent_spark.evaluate.metrics import KS, METRICS, cell_metrics, metric_column, mlflow_name, user_metrics
 from models.ranking import tie_aware_rank
 
 RANK_COLUMNS = [S.DATASET, S.SPLIT, S.CELL, S.MODEL, S.USER_ID, S.SEQ, S.RANK, S.TIED]
@@ -102,7 +102,7 @@ def _users(spark, rows):
 
 
 def test_paired_model_comparison_by_hand(spark):
-    from intent_spark.metrics import compare_models, normal_p_value
+    from intent_spark.evaluate.metrics import compare_models, normal_p_value
 
     # three users in one cell; a beats b by 0.1, 0.2, 0.3 (user u4 has only model a: unpaired)
     rows = [("test", "c", "a", f"u{i}", 0.5 + d) for i, d in ((1, 0.1), (2, 0.2), (3, 0.3))]
@@ -119,7 +119,7 @@ def test_paired_model_comparison_by_hand(spark):
 
 
 def test_memorization_gap_pairs_seen_and_new_of_the_same_users(spark):
-    from intent_spark.metrics import memorization_gap
+    from intent_spark.evaluate.metrics import memorization_gap
 
     rows = [
         ("test", "known_future_seen", "m", "u1", 0.6),
@@ -136,7 +136,7 @@ def test_memorization_gap_pairs_seen_and_new_of_the_same_users(spark):
 
 
 def test_bootstrap_interval_is_close_to_the_normal_one_on_many_users(spark):
-    from intent_spark.metrics import bootstrap_intervals
+    from intent_spark.evaluate.metrics import bootstrap_intervals
 
     rng = np.random.default_rng(5)
     rows = [("test", "c", "m", f"u{i}", float(v)) for i, v in enumerate(rng.beta(2, 5, 2000))]
@@ -161,7 +161,7 @@ def test_cell_metrics_with_bootstrap_replace_the_normal_interval(spark):
 
 
 def test_p_value_column_matches_erfc(spark):
-    from intent_spark.metrics import normal_p_value, p_value_column
+    from intent_spark.evaluate.metrics import normal_p_value, p_value_column
 
     zs = [0.0, 0.3, -1.0, 1.959963984540054, 2.5, -3.7, 6.0, 12.0]
     frame = spark.createDataFrame([(z,) for z in zs], ["z"]).select(
@@ -173,7 +173,7 @@ def test_p_value_column_matches_erfc(spark):
 
 
 def test_pairwise_comparisons_cover_every_model_pair_once(spark):
-    from intent_spark.metrics import pairwise_comparisons
+    from intent_spark.evaluate.metrics import pairwise_comparisons
 
     # two users; c beats a by 0.2 for both (no spread: p = 0); b ties a exactly (p = 1)
     rows = [("test", "x", m, u, v) for u in ("u1", "u2") for m, v in (("a", 0.3), ("b", 0.3), ("c", 0.5))]
@@ -187,7 +187,7 @@ def test_pairwise_comparisons_cover_every_model_pair_once(spark):
 
 
 def test_retention_is_future_over_past_with_a_delta_method_interval(spark):
-    from intent_spark.metrics import Z_95, retention
+    from intent_spark.evaluate.metrics import Z_95, retention
 
     def row(cell, value, se, n):
         return ("d", "test", cell, "m", "ndcg", 10, value, value - Z_95 * se, value + Z_95 * se, n, n, False)

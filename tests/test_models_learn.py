@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from intent_spark import schema as S
-from intent_spark.io import read_table
-from intent_spark.modeling import load_models_conf, score, score_transfer, train
-from intent_spark.transfer import target_token_ids
+from intent_spark.core import schema as S
+from intent_spark.lake.tables import read_table
+from intent_spark.train.conf import load_models_conf
+from intent_spark.train.fit import train
+from intent_spark.train.score import score
+from intent_spark.train.transfer import score_transfer, target_token_ids
 
 pytestmark = pytest.mark.slow
 

@@ -14,12 +14,15 @@ import pytest
 from pyspark.sql import functions as F
 from test_split import _fixture_rows
 
-from intent_spark import schema as S
-from intent_spark.io import read_table, write_dataset
-from intent_spark.model_inputs import build_model_inputs
-from intent_spark.modeling import ModelsConf, score, train
-from intent_spark.readers import read_catalogue, split_files, training_batches, user_blocks
-from intent_spark.splitting import SplitConf, run_split
+from intent_spark.core import schema as S
+from intent_spark.lake.readers import read_catalogue, split_files, training_batches, user_blocks
+from intent_spark.lake.tables import read_table, write_dataset
+from intent_spark.split.conf import SplitConf
+from intent_spark.split.stage import run_split
+from intent_spark.train.conf import ModelsConf
+from intent_spark.train.fit import train
+from intent_spark.train.inputs import build_model_inputs
+from intent_spark.train.score import score
 
 TOKENS = {
     "a": ["red", "cup"],
@@ -191,7 +194,7 @@ def test_scoring_again_gives_identical_ranks(spark, toy, toy_ranks):
 def test_verify_checks_the_model_inputs_and_catches_a_leak(spark, toy):
     from datetime import datetime
 
-    from intent_spark.verify import check_split, verify_dataset
+    from intent_spark.checks.verify import check_split, verify_dataset
 
     lake, _ = toy
     results = verify_dataset(spark, lake, "toy")
@@ -239,8 +242,8 @@ def test_verify_checks_the_model_inputs_and_catches_a_leak(spark, toy):
 def test_evaluate_writes_metrics_and_mlflow_finds_them_by_name(spark, toy, toy_ranks):
     import mlflow
 
-    from intent_spark.metrics import evaluate
-    from intent_spark.tracking import EXPERIMENT, store
+    from intent_spark.evaluate.metrics import evaluate
+    from intent_spark.lake.tracking import EXPERIMENT, store
 
     lake, uri = toy
     evaluate(spark, lake, "toy", floor_users=1000, tracking_uri=uri)
@@ -345,9 +348,9 @@ def test_runs_nest_and_are_found_on_a_real_mlflow_server(spark, toy, toy_ranks, 
     import mlflow
     from mlflow import MlflowClient
 
-    from intent_spark.metrics import log_cell_metrics
-    from intent_spark.report import build_report
-    from intent_spark.tracking import EXPERIMENT, end_benchmark, log_report, start_benchmark, store
+    from intent_spark.evaluate.metrics import log_cell_metrics
+    from intent_spark.lake.tracking import EXPERIMENT, end_benchmark, log_report, start_benchmark, store
+    from intent_spark.report.build import build_report
 
     lake, _ = toy
     store_before = os.environ.get("MLFLOW_TRACKING_URI")

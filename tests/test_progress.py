@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import time
 
-from intent_spark.progress import spark_progress
+from intent_spark.lake.progress import spark_progress
 
 
 def test_a_running_job_reports_its_tasks_and_an_estimate(spark):

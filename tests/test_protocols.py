@@ -9,15 +9,12 @@ from datetime import datetime
 import pytest
 from test_split import _fixture_rows
 
-from intent_spark import schema as S
-from intent_spark.io import read_table
-from intent_spark.protocols import (
-    PROTOCOLS,
-    leaked_targets,
-    leave_last_out,
-    run_protocol_split,
-)
-from intent_spark.verify import lake_datasets, verify_dataset
+from intent_spark.checks.verify import lake_datasets, verify_dataset
+from intent_spark.core import schema as S
+from intent_spark.core.datasets import PROTOCOLS
+from intent_spark.evaluate.leaks import leaked_targets
+from intent_spark.lake.tables import read_table
+from intent_spark.split.protocols import leave_last_out, run_protocol_split
 
 LAST_EVENTS = {
     ("u02", 4, 5, "z"), ("u03", 5, 3, "a"), ("u04", 2, 4, "a"), ("u05", 5, 4, "e"),

@@ -152,7 +152,7 @@ def test_fused_counts_equal_the_two_passes_on_ties_and_minus_inf():
 
 
 def test_rank_blocks_gives_the_same_ranks_fused_or_not_in_any_chunking():
-    from intent_spark.readers import UserBlock
+    from intent_spark.lake.readers import UserBlock
     from models.sasrec import SASRec, SASRecConf
     from models.scoring import rank_blocks
 

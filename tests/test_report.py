@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from intent_spark import schema as S
-from intent_spark.metrics import KS, METRICS, TIE_RATE
-from intent_spark.report import Results, view_table, wide_view, write_report
+from intent_spark.core import schema as S
+from intent_spark.evaluate.metrics import KS, METRICS, TIE_RATE
+from intent_spark.report.build import Results, view_table, wide_view, write_report
 
 MODELS = ("popularity", "sasrec")
 GRID_HEADER_RGB = (0x5B, 0x2A, 0x86)  # only the grid's header has this colour

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import same_tables, write_run_conf
 
-from intent_spark.stages import StageFailed, StageLog, fingerprint
+from intent_spark.pipeline.stages import StageFailed, StageLog, fingerprint
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -50,7 +50,7 @@ def _run(conf: Path, *extra: str, **kwargs) -> subprocess.Popen:
 
 @pytest.mark.slow
 def test_a_killed_run_resumes_where_it_stopped_and_ends_identical(spark, reference_run, tmp_path):
-    from intent_spark import schema as S
+    from intent_spark.core import schema as S
 
     conf = write_run_conf(tmp_path / "killed")
     record = tmp_path / "killed" / "work" / "lake" / "_stages" / "hm.json"

@@ -7,10 +7,11 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from intent_spark import schema as S
-from intent_spark.cutoff import Bucket, CutoffRule
-from intent_spark.sensitivity import ROW_COLUMNS, cutoff_sensitivity, rule_variants, sensitivity_rows
-from intent_spark.splitting import SplitConf, split_population
+from intent_spark.core import schema as S
+from intent_spark.split.conf import SplitConf
+from intent_spark.split.cutoff import Bucket, CutoffRule
+from intent_spark.split.sensitivity import ROW_COLUMNS, cutoff_sensitivity, rule_variants, sensitivity_rows
+from intent_spark.split.stage import split_population
 
 SHIPPED = CutoffRule()
 

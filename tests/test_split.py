@@ -11,11 +11,18 @@ from datetime import datetime
 import pytest
 from pyspark.sql import functions as F
 
-from intent_spark import schema as S
-from intent_spark.cutoff import Bucket, CutoffRule, NoAdmissibleCutoff, choose_cutoff, choose_granularity
-from intent_spark.io import read_table, write_dataset
-from intent_spark.splitting import SplitConf, run_split
-from intent_spark.verify import verify_dataset
+from intent_spark.checks.verify import verify_dataset
+from intent_spark.core import schema as S
+from intent_spark.lake.tables import read_table, write_dataset
+from intent_spark.split.conf import SplitConf
+from intent_spark.split.cutoff import (
+    Bucket,
+    CutoffRule,
+    NoAdmissibleCutoff,
+    choose_cutoff,
+    choose_granularity,
+)
+from intent_spark.split.stage import run_split
 
 # user, "MM-DD", item  (all at 12:00 UTC in 2024; seq follows this order)
 FIXTURE = """
@@ -202,7 +209,7 @@ def test_tied_timestamps_follow_seq(spark, tmp_path):
 def test_split_report_files_and_contents(spark, toy_lake, tmp_path):
     import json
 
-    from intent_spark.split_report import write_split_report
+    from intent_spark.split.report import write_split_report
 
     lake, _ = toy_lake
     folder = write_split_report(spark, lake, "toy", tmp_path / "report")

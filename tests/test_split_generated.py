@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from intent_spark import schema as S
-from intent_spark.config import CONF_DIR
+from intent_spark.checks.verify import verify_dataset
+from intent_spark.core import schema as S
+from intent_spark.core.conf import CONF_DIR
 from intent_spark.generate import SOURCES
-from intent_spark.io import read_table
-from intent_spark.splitting import compute_checksums, load_split_conf, run_split
-from intent_spark.verify import verify_dataset
+from intent_spark.lake.tables import read_table
+from intent_spark.split.conf import load_split_conf
+from intent_spark.split.stage import compute_checksums, run_split
 
 pytestmark = pytest.mark.slow
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from intent_spark import schema as S
-from intent_spark.transfer import coverage, transfer_model, transferred_token_ids
+from intent_spark.core import schema as S
+from intent_spark.core.datasets import transfer_model
+from intent_spark.train.transfer import coverage, transferred_token_ids
 
 SOURCE_ITEMS = [("s1", ["brand:acme", "knife", "steel"]), ("s2", ["brand:zeta", "pan"]), ("s3", ["bowl"])]
 TARGET_ITEMS = [
@@ -25,7 +26,7 @@ def _catalogue(spark, seen: list[str], ids: list[str]):
 
 
 def test_target_tokens_meet_the_source_vocabulary_exactly_then_by_word(spark):
-    from intent_spark.model_inputs import token_vocabulary
+    from intent_spark.train.inputs import token_vocabulary
 
     source = _catalogue(spark, ["s1", "s2"], ["s1", "s2", "s3"])
     vocabulary = token_vocabulary(source, _items(spark, SOURCE_ITEMS))

@@ -11,9 +11,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from intent_spark import schema as S
-from intent_spark.config import EventsSpec, SourceConf
-from intent_spark.errors import IntentError
+from intent_spark.core import schema as S
+from intent_spark.core.datasets import VARIANT_SEPARATOR
+from intent_spark.core.errors import IntentError
+from intent_spark.core.sources import EventsSpec, SourceConf
 from intent_spark.ingest.events import (
     REASON_CHECKED,
     check_rows,
@@ -25,7 +26,7 @@ from intent_spark.ingest.events import (
     to_events,
     to_rejects,
 )
-from intent_spark.ingest.files import check_gzip, filesystem, find_files, to_uri
+from intent_spark.ingest.files import check_gzip, find_files
 from intent_spark.ingest.levels import item_labels, label_items, label_lines, labelled_spec
 from intent_spark.ingest.lines import read_numbered_lines, read_numbered_parquet_rows
 from intent_spark.ingest.metadata import (
@@ -35,8 +36,9 @@ from intent_spark.ingest.metadata import (
     read_table_file,
     users_from_file,
 )
-from intent_spark.io import VARIANT_SEPARATOR, read_table, spark_conf, write_dataset
-from intent_spark.progress import spark_progress
+from intent_spark.lake.files import filesystem, to_uri
+from intent_spark.lake.progress import spark_progress
+from intent_spark.lake.tables import read_table, spark_conf, write_dataset
 
 TRUNCATED_AFTER = "_truncated_after"
 INGEST_SQL_CONF = {"spark.sql.files.ignoreCorruptFiles": "true"}

@@ -12,8 +12,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from intent_spark import schema as S
-from intent_spark.config import EventsSpec
+from intent_spark.core import schema as S
+from intent_spark.core.sources import EventsSpec
 
 CORRUPT = "_corrupt"
 PARSED = "_parsed"

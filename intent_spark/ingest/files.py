@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from intent_spark.errors import IntentError
+from intent_spark.core.errors import IntentError
+from intent_spark.lake.files import filesystem
 
 _CHUNK = 1 << 20
 
@@ -21,20 +22,6 @@ class GzipCheck:
     complete_lines: int
     truncated: bool
     error: str = ""
-
-
-def filesystem(root: str) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem of a path or URI, and the path within it."""
-    if "://" in root:
-        return pafs.FileSystem.from_uri(root)
-    return pafs.LocalFileSystem(), root
-
-
-def to_uri(path: str) -> str:
-    """A local path as the URI Spark reports in ``_metadata.file_path``."""
-    if "://" in path or path.startswith("file:"):
-        return path
-    return "file:" + path
 
 
 def find_files(root: str, patterns: tuple[str, ...], what: str) -> list[str]:

@@ -10,8 +10,8 @@ from dataclasses import replace
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from intent_spark import schema as S
-from intent_spark.config import EventsSpec
+from intent_spark.core import schema as S
+from intent_spark.core.sources import EventsSpec
 from intent_spark.ingest.events import FIELD_CHECKED, PARSED, REASON_CHECKED, pad_id, raw_field
 
 LABEL = "_item_label"  # the label, added to each parsed line beside the raw fields

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from intent_spark import schema as S
+from intent_spark.core import schema as S
 
 PATH = "_path"
 BLOCK = "_block"
@@ -54,8 +54,8 @@ def read_numbered_lines(spark: SparkSession, files: list[str]) -> DataFrame:
 def read_numbered_parquet_rows(spark: SparkSession, files: list[str], fields: list[str]) -> DataFrame:
     """One row per Parquet row, shaped like ``read_numbered_lines``: the row's fields (as
     strings) are the JSON text in ``value``, and ``line`` is the 1-based row index in its file."""
-    from intent_spark.errors import IntentError
-    from intent_spark.ingest.files import to_uri
+    from intent_spark.core.errors import IntentError
+    from intent_spark.lake.files import to_uri
 
     df = spark.read.parquet(*files)
     missing = [f for f in fields if f not in df.columns]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from intent_spark import schema as S
-from intent_spark.config import EventsSpec, ItemsSpec, UsersSpec
+from intent_spark.core import schema as S
+from intent_spark.core.sources import EventsSpec, ItemsSpec, UsersSpec
 from intent_spark.ingest.events import pad_id, raw_field
 from intent_spark.ingest.tokens import combine_tokens, field_token, list_tokens, word_tokens
 

@@ -1,0 +1,286 @@
+"""`intent verify`: leakage checks and checksums (SPEC 6), recomputed from the stored tables.
+
+Every check is a count of violating rows computed in Spark; a check passes when that count is
+zero. Nothing here trusts the split code: holdout flags are recomputed from the hash, cells from
+cutoffs and training items, and checksums from the rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from intent_spark.core import schema as S
+from intent_spark.core.datasets import parse_dataset
+from intent_spark.evaluate.leaks import leaked_targets, targets_preceding_training
+from intent_spark.lake.tables import has_table, ingested_source, read_table, source_table
+from intent_spark.split.cells import cell_name, label_events, seen_items, training_events
+from intent_spark.split.holdout import is_held_out
+from intent_spark.split.stage import compute_checksums
+
+MAX_TARGETS_PER_PERIOD = 100
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    dataset: str
+    split: str
+    name: str
+    violations: int
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.violations == 0
+
+
+def check_split(
+    dataset: str,
+    split: dict,
+    population: DataFrame,
+    holdout: DataFrame,
+    targets: DataFrame,
+    counts: DataFrame,
+    model_inputs: tuple[DataFrame, DataFrame] | None = None,
+    key: str | None = None,
+) -> list[CheckResult]:
+    """All checks of one split (``split`` is its row of the splits table, as a dict).
+
+    ``population`` is the split's events: all events for the test split, the test split's
+    training events for the validation split. ``model_inputs`` is the split's (catalogue,
+    train_sequences) when the train stage has built them.
+    """
+    name = split[S.SPLIT]
+    cutoff = split[S.CUTOFF]
+    pending: list[tuple[str, DataFrame, str]] = []
+
+    def record(check: str, violating: DataFrame, detail: str) -> None:
+        pending.append((check, violating, detail))
+
+    recomputed = holdout.withColumn(
+        "_expected",
+        is_held_out(F.col(S.USER_ID), split["holdout_fraction"], split["seed"], key or dataset, name),
+    )
+    record(
+        "holdout_matches_hash",
+        recomputed.where(F.col(S.IS_NEW) != F.col("_expected")),
+        "is_new differs from the seeded hash",
+    )
+    truth = recomputed.select(S.USER_ID, F.col("_expected").alias(S.IS_NEW))
+    population = population.join(holdout.select(S.USER_ID), S.USER_ID)
+    # Most checks read the labelled events or the split's targets: computed once and kept on
+    # local disk, not the heap, they are not re-planned and re-joined per check.
+    labelled = label_events(population, truth, cutoff).persist(StorageLevel.DISK_ONLY)
+    population = labelled.select(*population.columns)
+    training = training_events(labelled)
+    record(
+        "no_new_user_in_training",
+        training.join(truth.where(F.col(S.IS_NEW)), S.USER_ID),
+        "a held-out user's event is in the training events",
+    )
+    record(
+        "training_before_cutoff",
+        training.where(F.col(S.TS) >= F.lit(cutoff)),
+        "a training event at or after the cutoff",
+    )
+
+    seen = seen_items(labelled).withColumn("_seen", F.lit(True))
+    expected_cell = cell_name(
+        F.col(S.IS_NEW),
+        F.when(F.col(S.TS) < F.lit(cutoff), F.lit(S.PAST)).otherwise(F.lit(S.FUTURE)),
+        F.coalesce(F.col("_seen"), F.lit(False)),
+    )
+    split_targets = targets.where(F.col(S.SPLIT) == name).persist(StorageLevel.DISK_ONLY)
+    checked = split_targets.join(truth, S.USER_ID, "left").join(seen, S.ITEM_ID, "left")
+    record(
+        "target_cell_consistent",
+        checked.where(F.col(S.IS_NEW).isNull() | (F.col(S.CELL) != expected_cell)),
+        "a target's cell disagrees with its user, period or item",
+    )
+
+    matched = split_targets.join(
+        population.select(S.USER_ID, S.SEQ, F.col(S.ITEM_ID).alias("_item"), F.col(S.TS).alias("_ts")),
+        [S.USER_ID, S.SEQ],
+        "left",
+    )
+    record(
+        "targets_are_events",
+        matched.where(
+            F.col("_item").isNull() | (F.col("_item") != F.col(S.ITEM_ID)) | (F.col("_ts") != F.col(S.TS))
+        ),
+        "a target is not an event of its user",
+    )
+    first = population.groupBy(S.USER_ID).agg(F.min(F.struct(S.TS, S.SEQ)).alias("_first"))
+    with_first = split_targets.join(first, S.USER_ID, "left")
+    record(
+        "target_has_earlier_event",
+        with_first.where(F.col("_first").isNull() | (F.struct(S.TS, S.SEQ) <= F.col("_first"))),
+        "a target is its user's first event (no context)",
+    )
+    period = F.when(F.col(S.TS) < F.lit(cutoff), F.lit(S.PAST)).otherwise(F.lit(S.FUTURE))
+    per_period = split_targets.groupBy(S.USER_ID, period.alias(S.PERIOD)).count()
+    record(
+        "at_most_100_targets_per_period",
+        per_period.where(F.col("count") > MAX_TARGETS_PER_PERIOD),
+        "more than 100 targets for a user and period",
+    )
+    duplicates = split_targets.groupBy(S.USER_ID, S.SEQ).count().where(F.col("count") > 1)
+    record("targets_unique", duplicates, "the same event is a target twice")
+
+    recount = split_targets.groupBy(S.CELL).agg(
+        F.count_distinct(S.USER_ID).alias("_users"), F.count(F.lit(1)).alias("_targets")
+    )
+    stored = counts.where(F.col(S.SPLIT) == name).select(S.CELL, "n_users", "n_targets")
+    reconciled = stored.join(recount, S.CELL, "full_outer").where(
+        ~F.col("n_users").eqNullSafe(F.col("_users")) | ~F.col("n_targets").eqNullSafe(F.col("_targets"))
+    )
+    record("counts_reconcile", reconciled, "split_counts differ from the targets table")
+    if model_inputs is not None:
+        catalogue, sequences = model_inputs
+        record(
+            "model_inputs_before_cutoff",
+            sequences.where(F.col(S.LAST_TS) >= F.lit(cutoff)),
+            "a training sequence holds an event at or after the cutoff",
+        )
+        # What leave-last-out gets wrong: the model trained on a period it is then scored on.
+        record(
+            "model_inputs_end_before_future_targets",
+            targets_preceding_training(
+                sequences.select(F.col(S.LAST_TS).alias(S.TS)),
+                split_targets.where(F.col(S.TS) >= F.lit(cutoff)),
+            ),
+            "a future target precedes an event the model trained on",
+        )
+        record(
+            "model_inputs_known_users",
+            sequences.join(truth.where(F.col(S.IS_NEW)), S.USER_ID),
+            "a held-out user's events are in the training sequences",
+        )
+        trained = training.groupBy(S.ITEM_ID).agg(F.count(F.lit(1)).alias("_count"))
+        record(
+            "catalogue_counts_training_only",
+            catalogue.join(trained, S.ITEM_ID, "full_outer").where(
+                ~F.coalesce(F.col("_count"), F.lit(0)).eqNullSafe(F.col(S.TRAIN_COUNT))
+                | (F.col(S.SEEN) != (F.coalesce(F.col("_count"), F.lit(0)) > 0))
+            ),
+            "a catalogue item's training count or seen flag differs from the training events",
+        )
+    try:
+        return count_violations(dataset, name, pending)
+    finally:
+        labelled.unpersist()
+        split_targets.unpersist()
+
+
+def count_violations(
+    dataset: str, split: str, pending: list[tuple[str, DataFrame, str]]
+) -> list[CheckResult]:
+    """Count every check's violating rows in one Spark job (a union of tagged rows)."""
+    tagged = [violating.select(F.lit(check).alias("check")) for check, violating, _ in pending]
+    union = tagged[0]
+    for frame in tagged[1:]:
+        union = union.unionByName(frame)
+    # One row per failed check name, not per violating row.
+    counts = {r.check: r["count"] for r in union.groupBy("check").count().collect()}
+    return [CheckResult(dataset, split, check, counts.get(check, 0), detail) for check, _, detail in pending]
+
+
+def verify_protocol(spark: SparkSession, lake: str, dataset: str) -> list[CheckResult]:
+    """A protocol variant's leak (targets that some training event follows), then its
+    checksums. Leave-last-out fails it by construction: that is what the check is for."""
+    rows = leaked_targets(spark, lake, dataset).collect()  # one row per cell
+    leaked, total = sum(r.n_leaked for r in rows), sum(r.n_targets for r in rows)
+    detail = f"{leaked:,} of {total:,} targets come before a training event: the model trains on their future"
+    results = [CheckResult(dataset, S.TEST, "no_target_precedes_training", leaked, detail)]
+    return results + _checksum_results(spark, lake, dataset)
+
+
+def _checksum_results(spark: SparkSession, lake: str, dataset: str) -> list[CheckResult]:
+    # One row per checksummed table.
+    stored = {r.table: (r.rows, r.checksum) for r in read_table(spark, lake, S.CHECKSUMS, dataset).collect()}
+    results = []
+    for table, value in compute_checksums(spark, lake, dataset).items():
+        differs = stored.get(table) != value
+        detail = f"manifest {stored.get(table)} but recomputed {value}" if differs else ""
+        results.append(CheckResult(dataset, "-", f"checksum_{table}", int(differs), detail))
+    return results
+
+
+def verify_dataset(spark: SparkSession, lake: str, dataset: str) -> list[CheckResult]:
+    """Every check of every split of a dataset, then the checksum manifest."""
+    if parse_dataset(dataset).protocol:
+        return verify_protocol(spark, lake, dataset)
+    events = source_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+    # The splits table has two rows per dataset (test, val).
+    splits = {r[S.SPLIT]: r.asDict() for r in read_table(spark, lake, S.SPLITS, dataset).collect()}
+    holdout = read_table(spark, lake, S.HOLDOUT, dataset)
+    targets = read_table(spark, lake, S.TARGETS, dataset)
+    counts = read_table(spark, lake, S.SPLIT_COUNTS, dataset)
+    key = ingested_source(spark, lake, dataset)  # whose users the holdout hash is of
+    missing = [name for name in (S.TEST, S.VAL) if name not in splits]
+    if missing:
+        return [
+            CheckResult(dataset, name, "split_present", 1, "no row in the splits table") for name in missing
+        ]
+    test_holdout = holdout.where(F.col(S.SPLIT) == S.TEST).drop(S.SPLIT, S.DATASET)
+    val_holdout = holdout.where(F.col(S.SPLIT) == S.VAL).drop(S.SPLIT, S.DATASET)
+    results = check_split(
+        dataset,
+        splits[S.TEST],
+        events,
+        test_holdout,
+        targets,
+        counts,
+        _model_inputs(spark, lake, dataset, S.TEST),
+        key,
+    )
+    # The validation population is the test split's training data: known users, before the cutoff.
+    test_new = test_holdout.where(F.col(S.IS_NEW)).select(S.USER_ID)
+    results.append(
+        CheckResult(
+            dataset,
+            S.VAL,
+            "val_users_known_in_test",
+            val_holdout.join(test_new, S.USER_ID).count(),
+            "a held-out test user is in the validation population",
+        )
+    )
+    val_population = events.where(F.col(S.TS) < F.lit(splits[S.TEST][S.CUTOFF])).join(
+        test_holdout.where(~F.col(S.IS_NEW)).select(S.USER_ID), S.USER_ID
+    )
+    results += check_split(
+        dataset,
+        splits[S.VAL],
+        val_population,
+        val_holdout,
+        targets,
+        counts,
+        _model_inputs(spark, lake, dataset, S.VAL),
+        key,
+    )
+    return results + _checksum_results(spark, lake, dataset)
+
+
+def _model_inputs(
+    spark: SparkSession, lake: str, dataset: str, split: str
+) -> tuple[DataFrame, DataFrame] | None:
+    """The split's catalogue and training sequences, when the train stage has written them."""
+    if not all(has_table(spark, lake, t) for t in (S.CATALOGUE, S.TRAIN_SEQUENCES)):
+        return None
+    frames = tuple(
+        read_table(spark, lake, t, dataset).where(F.col(S.SPLIT) == split)
+        for t in (S.CATALOGUE, S.TRAIN_SEQUENCES)
+    )
+    if frames[0].isEmpty():
+        return None
+    return frames
+
+
+def lake_datasets(spark: SparkSession, lake: str) -> list[str]:
+    """Datasets that have a splits table partition (a per-dataset list, not events); protocol
+    variants only when named, since leave-last-out fails the leak check by design."""
+    rows = read_table(spark, lake, S.SPLITS).select(S.DATASET).distinct().collect()  # one per dataset
+    return sorted(r[S.DATASET] for r in rows if not parse_dataset(r[S.DATASET]).protocol)

@@ -1,0 +1,99 @@
+"""Dataset references: what a dataset name stands for, parsed once.
+
+An ingested dataset is a plain name (``amazon_hk``, ``cct_mcc``). A variant is split, trained,
+scored and reported under its own name but reads the events of its source, named before the dot:
+
+- ``amazon_hk.leave_last_out`` and ``amazon_hk.horizon``: another protocol on the same events
+  (test split only), at the source's test cutoff and holdout, so the source is split first;
+- ``amazon_hk.seed1``: the INTENT split again with holdout seed 1, from the source's events.
+
+A model name with ``@`` (``sasrec_f@amazon_hk``) is a model trained on another dataset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from intent_spark.core import schema as S
+from intent_spark.core.errors import IntentError
+
+VARIANT_SEPARATOR = "."
+SEED_PREFIX = "seed"
+LEAVE_LAST_OUT = "leave_last_out"
+HORIZON = "horizon"
+PROTOCOLS = (LEAVE_LAST_OUT, HORIZON)
+TRANSFER_SEPARATOR = "@"
+TRANSFER_MODELS = ("sasrec_f",)  # models that score items they never saw, by their tokens
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    """A dataset of the lake: its source (whose events it reads) and, for a variant, the
+    protocol or the holdout seed it was split with."""
+
+    source: str
+    protocol: str | None = None
+    seed: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.source if self.variant is None else f"{self.source}{VARIANT_SEPARATOR}{self.variant}"
+
+    @property
+    def variant(self) -> str | None:
+        """``leave_last_out``, ``horizon``, ``seed1``; None for an ingested dataset."""
+        if self.protocol is not None:
+            return self.protocol
+        return None if self.seed is None else f"{SEED_PREFIX}{self.seed}"
+
+    @property
+    def is_variant(self) -> bool:
+        return self.variant is not None
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The splits it has: a protocol variant has a test split only."""
+        return (S.TEST,) if self.protocol else (S.TEST, S.VAL)
+
+    @property
+    def needs_split_of(self) -> str | None:
+        """The dataset that must be split before this one: a protocol takes its source's test
+        cutoff and holdout; a seed variant only the source's events."""
+        return self.source if self.protocol else None
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def parse_dataset(name: str) -> DatasetRef:
+    """The reference a dataset name stands for; a one-line error for an unknown variant."""
+    if not name or name.startswith(VARIANT_SEPARATOR):
+        raise IntentError(f"dataset name {name!r}: give the ingested dataset before any '.'")
+    source, dot, variant = name.partition(VARIANT_SEPARATOR)
+    if not dot:
+        return DatasetRef(source)
+    if variant in PROTOCOLS:
+        return DatasetRef(source, protocol=variant)
+    digits = variant.removeprefix(SEED_PREFIX)
+    if variant.startswith(SEED_PREFIX) and digits.isdigit():
+        return DatasetRef(source, seed=int(digits))
+    raise IntentError(
+        f"dataset {name!r}: unknown variant {variant!r}; known: {', '.join(PROTOCOLS)}, {SEED_PREFIX}N"
+    )
+
+
+def protocol_variant(dataset: str, protocol: str) -> str:
+    return DatasetRef(dataset, protocol=protocol).name
+
+
+def seed_variant(dataset: str, seed: int) -> str:
+    return DatasetRef(dataset, seed=seed).name
+
+
+def transfer_model(model: str, source: str) -> str:
+    """The ranks' model name of ``model`` trained on ``source``: ``sasrec_f@amazon_hk``."""
+    return f"{model}{TRANSFER_SEPARATOR}{source}"
+
+
+def is_transfer(model: str) -> bool:
+    return TRANSFER_SEPARATOR in model

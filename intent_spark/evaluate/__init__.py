@@ -1,0 +1,2 @@
+"""From ranks to metrics: per-user and per-cell scores with intervals, paired comparisons,
+protocol agreement and the leak measure."""

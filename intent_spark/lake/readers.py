@@ -1,0 +1,149 @@
+"""Petastorm readers over the lake's model-input tables: the only path from Delta to torch.
+
+Petastorm reads the Parquet files of the table's current Delta snapshot (one dataset and split),
+so a model sees exactly the rows Spark wrote, and nothing else.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from intent_spark.core import schema as S
+from intent_spark.core.errors import IntentError
+from intent_spark.lake.tables import read_table
+
+
+def split_files(spark: SparkSession, lake: str, table: str, dataset: str, split: str) -> list[str]:
+    """URLs of the Parquet files holding one dataset and split of a table (Delta's current files)."""
+    frame = read_table(spark, lake, table, dataset).where(F.col(S.SPLIT) == split)
+    return sorted(frame.inputFiles())
+
+
+@contextmanager
+def _quiet():
+    # Petastorm 0.12 uses pyarrow's legacy dataset API, which warns on every call.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def read_columns(urls: list[str], fields: list[str]) -> dict[str, np.ndarray]:
+    """Every row of the files, column by column, in file and row-group order."""
+    from petastorm import make_batch_reader
+
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in fields}
+    if urls:
+        with (
+            _quiet(),
+            make_batch_reader(
+                urls, schema_fields=fields, num_epochs=1, shuffle_row_groups=False, reader_pool_type="dummy"
+            ) as reader,
+        ):
+            for batch in reader:
+                for name in fields:
+                    parts[name].append(getattr(batch, name))
+    return {name: np.concatenate(chunks) if chunks else np.zeros(0) for name, chunks in parts.items()}
+
+
+@dataclass(frozen=True)
+class CatalogueArrays:
+    """One split's catalogue as arrays indexed by item index 0..N (row 0 is padding)."""
+
+    train_counts: np.ndarray  # int64 (N + 1,)
+    token_ids: np.ndarray  # int64 (N + 1, max_tokens)
+
+    @property
+    def n_items(self) -> int:
+        return self.train_counts.shape[0] - 1
+
+    @property
+    def n_trained(self) -> int:
+        return int(np.count_nonzero(self.train_counts[1:]))
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.token_ids.max(initial=0))
+
+
+def read_catalogue(urls: list[str]) -> CatalogueArrays:
+    columns = read_columns(urls, [S.ITEM_INDEX, S.TRAIN_COUNT, S.TOKEN_IDS])
+    index = columns[S.ITEM_INDEX].astype(np.int64)
+    n = int(index.max(initial=0))
+    if n == 0 or np.unique(index).shape[0] != n:
+        raise IntentError(f"catalogue files {urls[:1]}...: item indices are not 1..{n}")
+    counts = np.zeros(n + 1, dtype=np.int64)
+    counts[index] = columns[S.TRAIN_COUNT]
+    tokens = np.asarray(columns[S.TOKEN_IDS], dtype=np.int64).reshape(index.shape[0], -1)
+    token_ids = np.zeros((n + 1, tokens.shape[1]), dtype=np.int64)
+    token_ids[index] = tokens
+    return CatalogueArrays(counts, token_ids)
+
+
+def training_batches(
+    urls: list[str], batch_size: int, shuffle_buffer: int, seed: int
+) -> Iterator[np.ndarray]:
+    """An endless stream of shuffled (batch_size, context + 1) training rows as torch tensors."""
+    from petastorm import make_batch_reader
+    from petastorm.pytorch import BatchedDataLoader
+
+    if not urls:
+        raise IntentError("no training sequences: the split has no user with two training events")
+    with (
+        _quiet(),
+        make_batch_reader(
+            urls,
+            schema_fields=[S.ITEMS_COLUMN],
+            num_epochs=None,
+            shuffle_row_groups=True,
+            seed=seed,
+            reader_pool_type="dummy",
+        ) as reader,
+    ):
+        loader = BatchedDataLoader(reader, batch_size=batch_size, shuffling_queue_capacity=shuffle_buffer)
+        for batch in loader:
+            yield batch[S.ITEMS_COLUMN]
+
+
+@dataclass(frozen=True)
+class UserBlock:
+    """One user's events up to their last target: catalogue indices and target positions."""
+
+    items: np.ndarray  # int64 item index per event, in (ts, seq) order
+    targets: np.ndarray  # int64 0-based positions of the targets in ``items`` (all >= 1)
+    seqs: np.ndarray  # int64 seq of each target
+
+
+def user_blocks(urls: list[str]) -> Iterator[UserBlock]:
+    """Each user's scoring events as one block, reading one file at a time.
+
+    The stream is repartitioned by user when written, so a user's rows sit in one file; they are
+    ordered here, so nothing depends on the order the writer kept.
+    """
+    fields = [S.USER_ID, S.POSITION, S.ITEM_INDEX, S.SEQ, S.IS_TARGET]
+    for url in urls:
+        columns = read_columns([url], fields)
+        if columns[S.USER_ID].shape[0] == 0:
+            continue
+        _, users = np.unique(columns[S.USER_ID], return_inverse=True)
+        positions = columns[S.POSITION].astype(np.int64)
+        order = np.lexsort((positions, users))
+        users, positions = users[order], positions[order]
+        items = columns[S.ITEM_INDEX].astype(np.int64)[order]
+        seqs = columns[S.SEQ].astype(np.int64)[order]
+        is_target = columns[S.IS_TARGET].astype(bool)[order]
+        starts = np.flatnonzero(np.r_[True, users[1:] != users[:-1]])
+        ends = np.r_[starts[1:], users.shape[0]]
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+            if positions[end - 1] != end - start or positions[start] != 1:
+                raise IntentError(f"{url}: a user's scoring events are not positions 1..n in one file")
+            targets = np.flatnonzero(is_target[start:end])
+            if targets.size and targets[0] == 0:
+                raise IntentError(f"{url}: a target is its user's first event (no context)")
+            yield UserBlock(items[start:end], targets, seqs[start:end][targets])

@@ -1,0 +1,115 @@
+"""Reading and writing the lake's Delta tables, one dataset partition at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from intent_spark.core import schema as S
+from intent_spark.core.datasets import parse_dataset
+from intent_spark.core.errors import IntentError
+
+# A variant of a dataset (``amazon_hk.leave_last_out``, ``amazon_hk.seed1``) is split and scored
+# under its own name but reads its source's ingested tables: nothing is copied.
+VARIANT_SEPARATOR = "."
+SOURCE_TABLES = (S.EVENTS, S.ITEMS, S.USERS)
+
+
+def source_dataset(dataset: str) -> str:
+    """The ingested dataset a variant was made from (the name itself when it is no variant)."""
+    return dataset.split(VARIANT_SEPARATOR, 1)[0]
+
+
+def variant_name(dataset: str) -> str | None:
+    """``leave_last_out`` of ``amazon_hk.leave_last_out``; None for an ingested dataset."""
+    parts = dataset.split(VARIANT_SEPARATOR, 1)
+    return parts[1] if len(parts) == 2 else None
+
+
+def table_path(lake: str, table: str) -> str:
+    return f"{lake.rstrip('/')}/{table}"
+
+
+def write_dataset(df: DataFrame, lake: str, table: str, dataset: str, **partition: str) -> None:
+    """Replace one dataset's partition of a table in a single Delta transaction.
+
+    ``partition`` narrows the replaced part further (``model="sasrec"`` on ``ranks``). Other
+    rows are untouched, and a failed write leaves the previous version intact.
+    """
+    schema = S.TABLE_SCHEMAS.get(table)
+    if schema is not None:
+        df = df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+    replaced = " AND ".join(
+        f"{column} = '{value}'" for column, value in {S.DATASET: dataset, **partition}.items()
+    )
+    (
+        df.write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", replaced)
+        .option("mergeSchema", "true")  # a lake written before a column was added keeps working
+        .partitionBy(*S.TABLE_PARTITIONS.get(table, (S.DATASET,)))
+        .save(table_path(lake, table))
+    )
+
+
+def has_table(spark: SparkSession, lake: str, table: str) -> bool:
+    """Whether the lake holds a Delta table of that name."""
+    from delta.tables import DeltaTable
+
+    return DeltaTable.isDeltaTable(spark, table_path(lake, table))
+
+
+def read_table(spark: SparkSession, lake: str, table: str, dataset: str | None = None) -> DataFrame:
+    """A lake table (one dataset's partition when ``dataset`` is given); a one-line error if absent."""
+    path = table_path(lake, table)
+    if not has_table(spark, lake, table):
+        raise IntentError(f"{path}: no such table in the lake (run the stage that writes {table} first)")
+    df = spark.read.format("delta").load(path)
+    return df if dataset is None else df.where(F.col(S.DATASET) == dataset)
+
+
+def source_table(spark: SparkSession, lake: str, table: str, dataset: str) -> DataFrame:
+    """An ingested table (events, items, users) of a dataset, or of the source a variant reads
+    (``amazon_hk.seed1`` reads ``amazon_hk``'s events: nothing is copied)."""
+    return read_table(spark, lake, table, parse_dataset(dataset).source)
+
+
+def ingest_record(spark: SparkSession, lake: str, dataset: str) -> tuple[str, str]:
+    """The source conf a dataset (or a variant's source) was ingested with and its item level,
+    as its ingest manifest records them (``("cct", "mcc")`` for ``cct_mcc``). A dataset not
+    ingested from files (a hand-built table), or ingested before they were recorded, is its own
+    source at the default level."""
+    source, level = parse_dataset(dataset).source, S.DEFAULT_ITEM_LEVEL
+    if not has_table(spark, lake, S.INGEST_FILES):
+        return source, level
+    manifest = read_table(spark, lake, S.INGEST_FILES, source)
+    if S.ITEM_LEVEL not in manifest.columns:
+        return source, level
+    found = (
+        manifest.where(F.col(S.ITEM_LEVEL).isNotNull()).select("source", S.ITEM_LEVEL).first()
+    )  # a row per file
+    return (source, level) if found is None else (found[0], found[1])
+
+
+def ingested_source(spark: SparkSession, lake: str, dataset: str) -> str:
+    """The source conf a dataset was ingested with (``cct`` for ``cct_mcc``); else its own name."""
+    return ingest_record(spark, lake, dataset)[0]
+
+
+@contextmanager
+def spark_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Set SQL confs for the actions run inside the block, then restore them."""
+    previous = {k: spark.conf.get(k, None) for k in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

@@ -1,0 +1,240 @@
+"""MLflow: where runs go, how a trained model's run is found again, and the code version.
+
+The default store is SQLite beside a local lake (``LAKE/../mlflow.db``, artifacts in
+``LAKE/../mlartifacts``), so the embedded default needs no server; ``--tracking-uri`` or
+``MLFLOW_TRACKING_URI`` point anywhere else (a server, Databricks).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from intent_spark.core.conf import REPO_ROOT
+from intent_spark.core.errors import IntentError
+
+EXPERIMENT = "intent-spark"
+TAG_DATASET = "intent.dataset"
+TAG_MODEL = "intent.model"
+TAG_STAGE = "intent.stage"
+TAG_PARENT = "mlflow.parentRunId"  # MLflow's own tag: the UI nests a run under its parent
+
+
+def default_tracking_uri(lake: str, explicit: str | None = None) -> str:
+    if explicit:
+        return explicit
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    if "://" in lake:
+        raise IntentError(f"{lake}: a remote lake needs --tracking-uri (or MLFLOW_TRACKING_URI)")
+    return f"sqlite:///{Path(lake).resolve().parent / 'mlflow.db'}"
+
+
+def _artifact_root(tracking_uri: str) -> str | None:
+    """Artifacts beside a SQLite store; a server or other store decides for itself."""
+    if tracking_uri.startswith("sqlite:///"):
+        return (Path(tracking_uri.removeprefix("sqlite:///")).parent / "mlartifacts").resolve().as_uri()
+    return None
+
+
+@contextmanager
+def store(tracking_uri: str) -> Iterator[None]:
+    """MLflow's fluent calls (``mlflow.log_*``) go to ``tracking_uri`` inside the block only.
+    MLflow keeps the store in a global and in ``MLFLOW_TRACKING_URI``; left set, it would be
+    the default store of the next lake this process touches."""
+    import mlflow
+
+    before = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(tracking_uri)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(before)
+
+
+def experiment_id(tracking_uri: str, name: str = EXPERIMENT) -> str:
+    from mlflow import MlflowClient
+
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    client = MlflowClient(tracking_uri)
+    found = client.get_experiment_by_name(name)
+    if found is not None:
+        return found.experiment_id
+    return client.create_experiment(name, artifact_location=_artifact_root(tracking_uri))
+
+
+class TrainingRun:
+    """The MLflow run a training stage logs to while it is open (``start_run``)."""
+
+    def __init__(self, run: Any):
+        self._run = run
+        self.run_id: str = run.info.run_id
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        import mlflow
+
+        mlflow.log_params(params)
+
+    def log_metrics(self, metrics: dict[str, float]) -> None:
+        import mlflow
+
+        mlflow.log_metrics(metrics)
+
+    def log_artifacts(self, folder: str | Path, artifact_path: str) -> None:
+        import mlflow
+
+        mlflow.log_artifacts(str(folder), artifact_path=artifact_path)
+
+
+@contextmanager
+def start_run(
+    tracking_uri: str, dataset: str, model: str, params: dict[str, Any], parent_run_id: str | None = None
+) -> Iterator[TrainingRun]:
+    """A training run tagged with dataset and model, nested under the benchmark's parent run
+    when there is one; params logged before any training."""
+    import mlflow
+
+    exp = experiment_id(tracking_uri)
+    tags = {TAG_DATASET: dataset, TAG_MODEL: model, TAG_STAGE: "train"}
+    if parent_run_id:
+        tags[TAG_PARENT] = parent_run_id
+    with (
+        store(tracking_uri),
+        mlflow.start_run(experiment_id=exp, run_name=f"{dataset}/{model}", tags=tags) as run,
+    ):
+        mlflow.log_params(params)
+        yield TrainingRun(run)
+
+
+def log_run_metrics(tracking_uri: str, run_id: str, metrics: dict[str, float]) -> None:
+    """Metrics added to a finished run (scoring speed, cell metrics); it stays finished."""
+    import mlflow
+
+    with store(tracking_uri), mlflow.start_run(run_id=run_id):
+        mlflow.log_metrics(metrics)
+
+
+def download_artifacts(tracking_uri: str, run_id: str, artifact_path: str, dst: str | Path) -> Path:
+    """A run's artifact folder (``model``, ``model/test``) copied under ``dst``; its local path."""
+    import mlflow
+
+    return Path(
+        mlflow.artifacts.download_artifacts(
+            run_id=run_id, artifact_path=artifact_path, dst_path=str(dst), tracking_uri=tracking_uri
+        )
+    )
+
+
+def start_benchmark(tracking_uri: str, name: str, params: dict[str, Any]) -> str:
+    """The parent run of one benchmark (``intent run``): its dataset and model runs nest under
+    it and the report is logged to it. Ended by ``end_benchmark``."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    run = client.create_run(experiment_id(tracking_uri), run_name=name, tags={TAG_STAGE: "benchmark"})
+    for key, value in params.items():
+        client.log_param(run.info.run_id, key, value)
+    return run.info.run_id
+
+
+def end_benchmark(tracking_uri: str, run_id: str, ok: bool) -> None:
+    from mlflow import MlflowClient
+
+    MlflowClient(tracking_uri).set_terminated(run_id, "FINISHED" if ok else "FAILED")
+
+
+def log_report(tracking_uri: str, folder: str, run_id: str | None = None) -> str:
+    """The report folder as artifacts (``report/``) of the given run, or of a new report run."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    own = run_id is None
+    if own:
+        run_id = client.create_run(
+            experiment_id(tracking_uri), run_name="report", tags={TAG_STAGE: "report"}
+        ).info.run_id
+    client.log_artifacts(run_id, folder, "report")
+    if own:
+        client.set_terminated(run_id)
+    return run_id
+
+
+def compare_runs(tracking_uri: str, run_ids: list[str], dataset: str | None, pattern: str) -> Any:
+    """Metrics of the chosen runs side by side (rows: metric names matching ``pattern``;
+    columns: ``dataset/model``), from the given run ids or every latest training run of a
+    dataset."""
+    import re
+
+    import pandas as pd
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    exp = experiment_id(tracking_uri)
+    if run_ids:
+        runs = [client.get_run(r) for r in run_ids]
+    else:
+        where = f"tags.`{TAG_STAGE}` = 'train' AND attributes.status = 'FINISHED'"
+        if dataset:
+            where += f" AND tags.`{TAG_DATASET}` = '{dataset}'"
+        found = client.search_runs([exp], filter_string=where, order_by=["attributes.start_time DESC"])
+        latest: dict[tuple[str, str], Any] = {}
+        for run in found:  # newest first: keep one run per dataset and model
+            latest.setdefault((run.data.tags.get(TAG_DATASET), run.data.tags.get(TAG_MODEL)), run)
+        runs = [latest[key] for key in sorted(latest)]
+    if not runs:
+        raise IntentError(
+            f"no finished training runs in {tracking_uri}" + (f" for {dataset}" if dataset else "")
+        )
+    wanted = re.compile(pattern)
+    columns = {}
+    for run in runs:
+        name = f"{run.data.tags.get(TAG_DATASET, '?')}/{run.data.tags.get(TAG_MODEL, '?')} ({run.info.run_id[:8]})"
+        columns[name] = {k: v for k, v in run.data.metrics.items() if wanted.search(k)}
+    return pd.DataFrame(columns).sort_index()
+
+
+def find_run(tracking_uri: str, dataset: str, model: str, run_id: str | None = None) -> Any:
+    """The given run, or the newest finished training run of (dataset, model)."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    if run_id:
+        return client.get_run(run_id)
+    runs = client.search_runs(
+        [experiment_id(tracking_uri)],
+        filter_string=(
+            f"tags.`{TAG_DATASET}` = '{dataset}' AND tags.`{TAG_MODEL}` = '{model}' "
+            f"AND tags.`{TAG_STAGE}` = 'train' AND attributes.status = 'FINISHED'"
+        ),
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    if not runs:
+        raise IntentError(
+            f"no trained {model} for {dataset} in {tracking_uri}: run `intent train --dataset {dataset} --model {model}`"
+        )
+    return runs[0]
+
+
+@cache
+def code_version() -> str:
+    """The git commit of the code (with ``+dirty`` for local changes), or the package version."""
+    try:
+        described = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "describe", "--always", "--dirty=+dirty"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+        return described.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        from importlib.metadata import version
+
+        return version("intent-spark")

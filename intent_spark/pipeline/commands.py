@@ -1,0 +1,306 @@
+"""What each ``intent`` command does once its arguments are parsed (``cli.py`` parses them).
+
+Each ``cmd_<name>`` builds the Spark session the command needs, runs one stage (or, for
+``run``, the stage graph) and prints its outcome; a user's mistake raises ``IntentError`` and
+``cli.main`` prints it as one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from intent_spark.core import schema as S
+from intent_spark.core.conf import CONF_DIR
+from intent_spark.core.errors import IntentError
+from intent_spark.core.sources import at_item_level, load_source
+from intent_spark.lake.progress import reporter
+
+
+def _spark_overrides(args: argparse.Namespace) -> dict[str, str]:
+    """Spark settings from a profile file, then ``--spark-conf key=value`` flags."""
+    from intent_spark.lake.session import spark_settings
+
+    return spark_settings(getattr(args, "spark_profile", None), getattr(args, "spark_conf", None) or [])
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from intent_spark.generate import generate_release
+
+    report = reporter("generate")
+    release = generate_release(
+        args.dataset, Path(args.out), args.events, seed=args.seed, dirty=args.dirty, progress=report
+    )
+    rows = sum(release.event_rows.values())
+    report(f"{args.dataset}: wrote {len(release.files)} file(s), {rows:,} event rows under {release.root}")
+    return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    conf = at_item_level(load_source(args.conf or args.dataset), args.item_level)
+    from intent_spark.ingest import ingest_source
+    from intent_spark.lake.session import build_session
+
+    report = reporter("ingest")
+    spark = build_session("intent-ingest", _spark_overrides(args))
+    summary = ingest_source(spark, conf, args.raw, args.lake, dataset=args.dataset, progress=report)
+    report(
+        f"{summary.dataset}: {summary.raw_rows:,} raw rows in {summary.files} file(s) -> "
+        f"{summary.events:,} events, {summary.rejects:,} rejects; {summary.items:,} items "
+        f"({conf.level}), {summary.users:,} users"
+    )
+    if summary.rejects:
+        report(f"{summary.dataset}: rejected rows with reasons are in {args.lake}/rejects")
+    return 0
+
+
+def cmd_split(args: argparse.Namespace) -> int:
+    from intent_spark.core.datasets import parse_dataset
+    from intent_spark.lake.session import build_session
+    from intent_spark.lake.tables import has_table, ingested_source, read_table
+    from intent_spark.split.conf import load_split_conf
+    from intent_spark.split.protocols import run_protocol_split
+    from intent_spark.split.report import write_split_report
+    from intent_spark.split.stage import run_split
+
+    ref = parse_dataset(args.dataset)
+    overrides = {
+        key: value
+        for key, value in (
+            ("seed", args.seed),
+            ("holdout_fraction", args.holdout_fraction),
+            ("manual_cutoff", args.cutoff),
+            ("manual_val_cutoff", args.val_cutoff),
+        )
+        if value is not None
+    }
+    if ref.seed is not None and args.seed is None:  # amazon_hk.seed1 is seed 1
+        overrides["seed"] = ref.seed
+    report = reporter("split")
+    spark = build_session("intent-split", _spark_overrides(args))
+    if (
+        not has_table(spark, args.lake, S.EVENTS)
+        or read_table(spark, args.lake, S.EVENTS, ref.source).isEmpty()
+    ):
+        raise IntentError(
+            f"{args.lake}: no events of {ref.source}; ingest {ref.source} first (`intent ingest`)"
+        )
+    conf = load_split_conf(
+        args.conf or CONF_DIR / "split.yaml",
+        ref.source,
+        overrides,
+        source=ingested_source(spark, args.lake, args.dataset),
+    )
+    if ref.protocol:
+        run_protocol_split(spark, args.lake, args.dataset, conf.max_targets_per_period, progress=report)
+        report(f"{args.dataset}: protocol split written (test split only; `intent verify` reports its leak)")
+        return 0
+    run_split(spark, args.lake, args.dataset, conf, progress=report)
+    out = write_split_report(spark, args.lake, args.dataset, Path(args.out) if args.out else None)
+    report(f"{args.dataset}: split report in {out}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from intent_spark.checks.verify import lake_datasets, verify_dataset
+    from intent_spark.lake.session import build_session
+
+    report = reporter("verify")
+    spark = build_session("intent-verify", _spark_overrides(args))
+    datasets = [args.dataset] if args.dataset else lake_datasets(spark, args.lake)
+    failed = []
+    for dataset in datasets:
+        for result in verify_dataset(spark, args.lake, dataset):
+            status = "ok  " if result.ok else "FAIL"
+            line = f"{status} {dataset} {result.split} {result.name}"
+            if not result.ok:
+                line += f": {result.violations} violation(s), {result.detail}"
+                failed.append(f"{dataset}/{result.split}/{result.name}")
+            report(line)
+    if failed:
+        print(f"intent verify: failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    report(f"all checks passed for {', '.join(datasets)}")
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from intent_spark.checks.audit import REJECT, read_audit, write_audit
+    from intent_spark.lake.session import build_session
+    from intent_spark.lake.tables import ingested_source
+
+    report = reporter("audit")
+    spark = build_session("intent-audit", _spark_overrides(args))
+    conf = load_source(args.conf or ingested_source(spark, args.lake, args.dataset))
+    path = write_audit(spark, args.lake, args.dataset, conf, args.floor_users, args.out)
+    table = read_audit(path)
+    for row in table.itertuples():
+        report(f"{row.verdict} {row.criterion}" + (f": {row.reason}" if row.reason else f" ({row.measured})"))
+    report(f"{args.dataset}: audit table and figure in {path.parent}")
+    rejected = table.loc[table["verdict"] == REJECT, "criterion"].tolist()
+    if rejected:
+        print(f"intent audit: {args.dataset} rejected on: {', '.join(rejected)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _models_conf(args: argparse.Namespace):
+    from intent_spark.train.conf import check_model, load_models_conf, with_steps
+
+    check_model(args.model)
+    return with_steps(load_models_conf(args.models_conf), args.steps)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from intent_spark.lake.session import build_session
+    from intent_spark.lake.tracking import default_tracking_uri
+    from intent_spark.train.fit import train
+
+    conf = _models_conf(args)
+    uri = default_tracking_uri(args.lake, args.tracking_uri)
+    report = reporter("train")
+    spark = build_session("intent-train", _spark_overrides(args))
+    run_id = train(
+        spark,
+        args.lake,
+        args.dataset,
+        args.model,
+        conf,
+        tracking_uri=uri,
+        parent_run_id=args.parent_run_id,
+        splits=args.split or ("test", "val"),
+        progress=report,
+    )
+    report(f"{args.dataset} {args.model}: logged to MLflow run {run_id} in {uri}")
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from intent_spark.lake.session import build_session
+    from intent_spark.lake.tracking import default_tracking_uri
+    from intent_spark.train.score import score
+
+    conf = _models_conf(args)
+    uri = default_tracking_uri(args.lake, args.tracking_uri)
+    report = reporter("score")
+    spark = build_session("intent-score", _spark_overrides(args))
+    rows = score(
+        spark,
+        args.lake,
+        args.dataset,
+        args.model,
+        conf,
+        tracking_uri=uri,
+        run_id=args.run_id,
+        progress=report,
+    )
+    report(f"{args.dataset} {args.model}: {rows:,} ranks in {args.lake}/ranks")
+    return 0
+
+
+def cmd_transfer(args: argparse.Namespace) -> int:
+    from intent_spark.lake.session import build_session
+    from intent_spark.lake.tracking import default_tracking_uri
+    from intent_spark.train.conf import load_models_conf
+    from intent_spark.train.transfer import score_transfer
+
+    conf = load_models_conf(args.models_conf)
+    uri = default_tracking_uri(args.lake, args.tracking_uri)
+    report = reporter("transfer")
+    spark = build_session("intent-transfer", _spark_overrides(args))
+    rows = score_transfer(
+        spark, args.lake, args.source, args.target, conf, tracking_uri=uri, model=args.model, progress=report
+    )
+    report(
+        f"{args.target} {args.model}@{args.source}: {rows:,} ranks; run `intent evaluate --dataset {args.target}`"
+    )
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from intent_spark.core.datasets import parse_dataset
+    from intent_spark.evaluate.metrics import evaluate
+    from intent_spark.lake.session import build_session
+    from intent_spark.lake.tracking import default_tracking_uri
+    from intent_spark.split.conf import load_split_conf
+
+    floor = load_split_conf(args.conf or CONF_DIR / "split.yaml", args.dataset).floor_users
+    uri = None if args.no_mlflow else default_tracking_uri(args.lake, args.tracking_uri)
+    report = reporter("evaluate")
+    spark = build_session("intent-evaluate", _spark_overrides(args))
+    rows = evaluate(
+        spark,
+        args.lake,
+        args.dataset,
+        floor_users=floor,
+        bootstrap=args.bootstrap,
+        tracking_uri=uri,
+        progress=report,
+    )
+    report(
+        f"{args.dataset}: {rows:,} metric rows in {args.lake}/metrics, per-user scores in {args.lake}/user_metrics"
+    )
+    ref = parse_dataset(args.dataset)
+    if ref.protocol:  # the protocols evaluated so far, ordered against the source's INTENT cells
+        from intent_spark.evaluate.agreement import evaluated_protocols, write_agreement
+
+        protocols = evaluated_protocols(spark, args.lake, ref.source)
+        path = write_agreement(spark, args.lake, ref.source, protocols, replicates=args.replicates)
+        if path is not None:
+            report(f"{ref.source}: model-order agreement of {', '.join(protocols)} in {path}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from intent_spark.lake.session import build_session
+    from intent_spark.lake.tracking import default_tracking_uri, log_report
+    from intent_spark.report.build import build_report
+
+    report = reporter("report")
+    spark = build_session("intent-report", _spark_overrides(args))
+    datasets = args.dataset or None
+    page = build_report(spark, args.lake, Path(args.out), datasets, progress=report)
+    report(f"report: {page.resolve()}")
+    if not args.no_mlflow:
+        uri = default_tracking_uri(args.lake, args.tracking_uri)
+        run_id = log_report(uri, args.out, args.run_id)
+        report(f"report logged to MLflow run {run_id} in {uri}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from intent_spark.lake.tracking import compare_runs, default_tracking_uri
+
+    uri = default_tracking_uri(args.lake, args.tracking_uri) if args.lake else args.tracking_uri
+    if not uri:
+        raise IntentError("give --lake (its MLflow store) or --tracking-uri")
+    table = compare_runs(uri, args.run_id or [], args.dataset, args.metrics)
+    if table.empty:
+        raise IntentError(f"no metric matches {args.metrics!r} in the chosen runs (run `intent evaluate`)")
+    if args.csv:
+        table.to_csv(sys.stdout, float_format="%.6g")
+    else:
+        print(table.to_string(float_format=lambda v: f"{v:.4f}", na_rep="-"))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Every stage of the graph for the datasets and models of a run conf (``--plan``: say which
+    would run, and why, without running anything)."""
+    from intent_spark.core.runconf import load_run_conf
+    from intent_spark.pipeline.runner import Runner, run_pipeline
+
+    conf = load_run_conf(args.conf)
+    report = reporter("run")
+    runner = Runner(
+        conf, lake=args.lake, force=args.force, spark_settings=_spark_overrides(args), progress=report
+    )
+    if args.plan:
+        lines = runner.plan(runner.tasks())
+        print(
+            f"intent run --plan: {conf.path} on {runner.lake}: {sum(line.startswith('run') for line in lines)} of {len(lines)} stages would run"
+        )
+        print("\n".join(lines))
+        return 0
+    return run_pipeline(runner)

@@ -1,0 +1,89 @@
+"""Which stages of ``intent run`` can be skipped: each finished stage records a fingerprint of its
+inputs (the raw files, the confs, the fingerprint of the stage before it) in
+``LAKE/_stages/<dataset>.json`` (a small file, not a table: a Delta commit per stage would cost
+more than some stages). A rerun skips a stage whose fingerprint is unchanged, so after a failure or a killed
+driver it resumes at the first stage that did not finish; Delta transactions leave the tables of
+an interrupted stage as they were before it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+
+def fingerprint(*parts: Any) -> str:
+    """A short stable digest of JSON-able parts."""
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def raw_listing(root: str) -> list[tuple[str, int, int]]:
+    """(relative path, size, modification time) of every file under a release folder."""
+    from pyarrow import fs as pafs
+
+    from intent_spark.lake.files import filesystem
+
+    system, path = filesystem(root if "://" in root else str(Path(root).resolve()))
+    infos = system.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+    return sorted(
+        (i.path.removeprefix(path), i.size or 0, int(i.mtime_ns or 0))
+        for i in infos
+        if i.type == pafs.FileType.File
+    )
+
+
+class StageFailed(Exception):
+    """A stage of ``intent run`` raised; carries which stage, for which dataset, and why."""
+
+    def __init__(self, stage: str, dataset: str, cause: BaseException):
+        first = (str(cause).strip().splitlines() or [""])[0][:300]
+        super().__init__(f"{stage} of {dataset} failed: {type(cause).__name__}: {first}")
+        self.stage, self.dataset = stage, dataset
+
+
+@dataclass
+class StageLog:
+    """The finished stages of one dataset in a lake; ``force`` reruns every stage."""
+
+    lake: str
+    dataset: str
+    force: bool = False
+    progress: Callable[[str], None] = lambda _: None
+
+    def __post_init__(self) -> None:
+        from intent_spark.lake.files import filesystem
+
+        lake = self.lake if "://" in self.lake else str(Path(self.lake).resolve())
+        self._fs, self._path = filesystem(f"{lake.rstrip('/')}/_stages/{self.dataset}.json")
+        try:
+            with self._fs.open_input_stream(self._path) as stream:
+                self.done: dict[str, dict[str, str]] = json.loads(stream.read().decode())
+        except FileNotFoundError:
+            self.done = {}
+
+    def run(self, stage: str, inputs: str, work: Callable[[], Any]) -> bool:
+        """Run ``work`` unless the stage finished before on the same inputs; record it when it
+        finishes. Returns whether it ran."""
+        if not self.force and self.done.get(stage, {}).get("inputs") == inputs:
+            self.progress(f"{self.dataset}: {stage} skipped (inputs unchanged since it finished)")
+            return False
+        if self.done.pop(stage, None) is not None:
+            self._save()  # a stage killed half-way must not look finished
+        try:
+            work()
+        except Exception as exc:
+            raise StageFailed(stage, self.dataset, exc) from exc
+        self.done[stage] = {"inputs": inputs, "finished": datetime.now(UTC).isoformat(timespec="seconds")}
+        self._save()
+        return True
+
+    def _save(self) -> None:
+        self._fs.create_dir(self._path.rsplit("/", 1)[0], recursive=True)
+        with self._fs.open_output_stream(self._path) as sink:
+            sink.write(json.dumps(self.done, indent=1, sort_keys=True).encode())

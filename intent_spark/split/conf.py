@@ -1,0 +1,49 @@
+"""The split conf (``conf/split.yaml``): the protocol's numbers, fixed before any score."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from intent_spark.core.conf import from_mapping, load_yaml
+from intent_spark.core.errors import ConfError
+from intent_spark.split.cutoff import CutoffRule
+
+
+@dataclass(frozen=True)
+class SplitConf:
+    """Everything the split depends on besides the events (fixed before any score)."""
+
+    seed: int = 0
+    holdout_fraction: float = 0.10
+    max_targets_per_period: int = 100
+    known_past_users: int = 10_000
+    floor_users: int = 1_000
+    rule: CutoffRule = field(default_factory=CutoffRule)
+    manual_cutoff: datetime | None = None
+    manual_val_cutoff: datetime | None = None
+
+
+def load_split_conf(
+    path: str | Path, dataset: str, overrides: dict[str, Any] | None = None, source: str | None = None
+) -> SplitConf:
+    """The protocol conf for one dataset: file defaults, its ``datasets:`` entry (else that of its
+    ``source``: ``cct_mcc`` of ``cct``), then overrides."""
+    raw = load_yaml(Path(path))
+    per_dataset = raw.pop("datasets", None) or {}
+    entry = per_dataset.get(dataset) or per_dataset.get(source) or {}
+    merged = {**raw, **entry, **(overrides or {})}
+    for key in ("manual_cutoff", "manual_val_cutoff"):
+        value = merged.get(key)
+        if value is not None and not isinstance(value, datetime):
+            try:
+                merged[key] = datetime.fromisoformat(str(value))
+            except ValueError:
+                raise ConfError(f"{path}: {key} {value!r} is not a date (YYYY-MM-DD)") from None
+    rule = from_mapping(CutoffRule, merged.pop("rule", {}) or {}, f"{path}.rule")
+    try:
+        return SplitConf(rule=rule, **merged)
+    except TypeError as exc:
+        raise ConfError(f"{path}: {exc}") from None

@@ -1,0 +1,180 @@
+"""The split report per dataset: cutoffs, candidates, cells, history lengths, seen shares, and a
+figure of the event histogram with the candidates, the admissible band and the chosen cutoff."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from intent_spark.core import schema as S
+from intent_spark.lake.figures import pyplot, save_figure
+from intent_spark.lake.tables import read_table, source_table
+from intent_spark.split.cells import label_events, training_events
+
+
+def split_summary(spark: SparkSession, lake: str, dataset: str) -> dict[str, Any]:
+    """Everything the report shows, as plain data (small: a row per split, candidate and cell)."""
+    events = source_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+    holdout = read_table(spark, lake, S.HOLDOUT, dataset)
+    targets = read_table(spark, lake, S.TARGETS, dataset)
+    summary: dict[str, Any] = {"dataset": dataset, "splits": {}}
+    # Every collect below reads a small table: a row per split, cell, candidate or month/day.
+    rows = {r[S.SPLIT]: r for r in read_table(spark, lake, S.SPLITS, dataset).collect()}
+    for name in (S.TEST, S.VAL):
+        row = rows[name]
+        split_holdout = holdout.where(F.col(S.SPLIT) == name)
+        # The validation split lives inside the test split's training period.
+        population = events if name == S.TEST else events.where(F.col(S.TS) < F.lit(rows[S.TEST][S.CUTOFF]))
+        labelled = label_events(population, split_holdout, row[S.CUTOFF])
+        training = training_events(labelled)
+        history = (
+            training.groupBy(S.USER_ID)
+            .count()
+            .agg(
+                F.mean("count").alias("mean"),
+                F.median("count").alias("median"),
+                F.count(F.lit(1)).alias("users"),
+            )
+            .first()
+        )
+        evaluation = targets.where((F.col(S.SPLIT) == name) & (F.col(S.CELL) != "known_past"))
+        trained_users = training.select(S.USER_ID).distinct().withColumn("_trained", F.lit(True))
+        trained_items = training.select(S.ITEM_ID).distinct().withColumn("_seen", F.lit(True))
+        shares = (
+            evaluation.join(trained_users, S.USER_ID, "left")
+            .join(trained_items, S.ITEM_ID, "left")
+            .agg(
+                (
+                    F.count_distinct(F.when(F.col("_trained"), F.col(S.USER_ID)))
+                    / F.count_distinct(S.USER_ID)
+                ).alias("users_seen"),
+                F.avg(F.col("_seen").isNotNull().cast("double")).alias("items_seen"),
+            )
+            .first()
+        )
+        cells = {
+            r[S.CELL]: {"users": r.n_users, "targets": r.n_targets, "below_floor": r.below_floor}
+            for r in read_table(spark, lake, S.SPLIT_COUNTS, dataset).where(F.col(S.SPLIT) == name).collect()
+        }
+        candidates = [
+            {
+                "at": r.candidate.isoformat(),
+                "share": r.train_share,
+                "admissible": r.admissible,
+                "chosen": r.chosen,
+            }
+            for r in read_table(spark, lake, S.SPLIT_CANDIDATES, dataset)
+            .where(F.col(S.SPLIT) == name)
+            .orderBy("candidate")
+            .collect()
+        ]
+        granularity = row["granularity"]
+        buckets = labelled.groupBy(F.date_trunc(granularity, F.col(S.TS)).alias("start")).agg(
+            F.count(F.lit(1)).alias("events"), F.count(F.when(~F.col(S.IS_NEW), True)).alias("known")
+        )
+        summary["splits"][name] = {
+            "cutoff": row[S.CUTOFF].isoformat(),
+            "rule": row["rule"],
+            "granularity": granularity,
+            S.ITEM_LEVEL: row[S.ITEM_LEVEL] or S.DEFAULT_ITEM_LEVEL,
+            "train_share": row["train_share"],
+            "horizon_days": row["horizon_days"],
+            "holdout_fraction": row["holdout_fraction"],
+            "seed": row["seed"],
+            "training_users": history.users if history else 0,
+            "history_mean": history["mean"] if history else None,
+            "history_median": history["median"] if history else None,
+            "evaluation_users_seen_in_training": shares.users_seen if shares else None,
+            "target_items_seen_in_training": shares.items_seen if shares else None,
+            "cells": {
+                cell: cells.get(cell, {"users": 0, "targets": 0, "below_floor": True}) for cell in S.CELLS
+            },
+            "candidates": candidates,
+            # one row per month or day: a histogram, not events
+            "histogram": [
+                {"start": r.start.isoformat(), "events": r.events, "known": r.known}
+                for r in buckets.orderBy("start").collect()
+            ],
+        }
+    return summary
+
+
+def render_markdown(summary: dict[str, Any]) -> str:
+    lines = [f"# Split report: {summary['dataset']}", ""]
+    for name, split in summary["splits"].items():
+        lines += [
+            f"## {name} split",
+            "",
+            f"- cutoff {split['cutoff']} ({split['rule']}, {split['granularity']} candidates), "
+            f"train share {split['train_share']:.3f}, horizon {split['horizon_days']:.1f} days",
+            f"- holdout fraction {split['holdout_fraction']}, seed {split['seed']}",
+            f"- training users {split['training_users']:,}; history length mean "
+            f"{_fmt(split['history_mean'])}, median {_fmt(split['history_median'])}",
+            f"- evaluation users seen in training {_fmt(split['evaluation_users_seen_in_training'])}, "
+            f"target items seen in training {_fmt(split['target_items_seen_in_training'])}",
+            "",
+            "| cell | users | targets | below 1,000-user floor |",
+            "|---|---:|---:|---|",
+        ]
+        for cell, counts in split["cells"].items():
+            floor = "yes" if counts["below_floor"] else ""
+            lines.append(f"| {cell} | {counts['users']:,} | {counts['targets']:,} | {floor} |")
+        lines += ["", "| candidate | train share | admissible | chosen |", "|---|---:|---|---|"]
+        for c in split["candidates"]:
+            lines.append(
+                f"| {c['at'][:10]} | {c['share']:.3f} | {'yes' if c['admissible'] else ''} | {'**yes**' if c['chosen'] else ''} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def plot_histogram(split: dict[str, Any], title: str, path: Path) -> None:
+    """Events per month (or day), the running train share, the band and the chosen cutoff."""
+    from datetime import datetime
+
+    plt = pyplot()
+
+    starts = [datetime.fromisoformat(h["start"]) for h in split["histogram"]]
+    counts = [h["events"] for h in split["histogram"]]
+    width = 25 if split["granularity"] == "month" else 0.8
+    fig, ax = plt.subplots(figsize=(9, 4))
+    ax.bar(starts, counts, width=width, align="edge", color="#9bb7d4", label="events")
+    ax.set_ylabel(f"events per {split['granularity']}")
+    ax.set_xlabel(f"{split['granularity']} (start)")
+    share_ax = ax.twinx()
+    at = [datetime.fromisoformat(c["at"]) for c in split["candidates"]]
+    share_ax.plot(
+        at, [c["share"] for c in split["candidates"]], "o-", color="#444", ms=3, label="train share"
+    )
+    share_ax.axhspan(0.75, 0.85, color="#7fbf7f", alpha=0.25, label="admissible band")
+    share_ax.set_ylim(0, 1)
+    share_ax.set_ylabel("train share at candidate")
+    for c, when in zip(split["candidates"], at, strict=True):
+        if c["admissible"]:
+            share_ax.axvline(when, color="#7fbf7f", lw=0.6)
+    cutoff = datetime.fromisoformat(split["cutoff"])
+    share_ax.axvline(cutoff, color="#c0392b", lw=2, label=f"cutoff {cutoff:%Y-%m-%d} ({split['rule']})")
+    share_ax.legend(loc="upper left", fontsize=8)
+    ax.set_title(title)
+    fig.autofmt_xdate()
+    save_figure(fig, path, title)
+
+
+def write_split_report(spark: SparkSession, lake: str, dataset: str, out: Path | None = None) -> Path:
+    """JSON, Markdown and one PNG per split under ``out`` (default LAKE/reports/split)."""
+    folder = out or Path(lake) / "reports" / "split"
+    folder.mkdir(parents=True, exist_ok=True)
+    summary = split_summary(spark, lake, dataset)
+    (folder / f"{dataset}.json").write_text(json.dumps(summary, indent=2, default=str))
+    (folder / f"{dataset}.md").write_text(render_markdown(summary))
+    for name, split in summary["splits"].items():
+        plot_histogram(split, f"{dataset}: {name} split", folder / f"{dataset}_{name}_histogram.png")
+    return folder

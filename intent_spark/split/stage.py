@@ -1,0 +1,206 @@
+"""The split stage: events -> holdout, splits, targets (SPEC 3), with counts and checksums.
+
+Test split: 10% of users held out by hash; the cutoff by the rule over all events. Validation
+split: the same inside the test split's training period (known users, before the test cutoff),
+with its own holdout, so every test cell has a validation twin built the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from intent_spark.core import schema as S
+from intent_spark.lake.checksum import table_checksum
+from intent_spark.lake.tables import ingest_record, read_table, source_table, write_dataset
+from intent_spark.split.cells import seen_items, training_events, with_period
+from intent_spark.split.conf import SplitConf
+from intent_spark.split.cutoff import (
+    CutoffChoice,
+    choose_cutoff,
+    choose_granularity,
+    collect_buckets,
+    time_span,
+)
+from intent_spark.split.holdout import assign_holdout, is_held_out, sample_users
+from intent_spark.split.targets import select_targets
+
+CHECKSUMMED_TABLES = (S.HOLDOUT, S.SPLITS, S.SPLIT_CANDIDATES, S.TARGETS, S.SPLIT_COUNTS)
+
+
+@dataclass(frozen=True)
+class SplitOutcome:
+    """One split's choice and its in-memory (lazy) tables."""
+
+    name: str
+    choice: CutoffChoice
+    holdout: DataFrame
+    labelled: DataFrame
+    targets: DataFrame
+    horizon_days: float
+
+
+def _manual_share(labelled_all: DataFrame, cutoff: datetime) -> float:
+    row = labelled_all.agg(
+        F.count(F.when(~F.col(S.IS_NEW) & (F.col(S.TS) < F.lit(cutoff)), True)).alias("before"),
+        F.count(F.lit(1)).alias("total"),
+    ).first()
+    assert row is not None
+    return row.before / row.total
+
+
+def split_population(
+    population: DataFrame,
+    *,
+    dataset: str,
+    split: str,
+    conf: SplitConf,
+    manual: datetime | None,
+    key: str | None = None,
+) -> SplitOutcome:
+    """Holdout, cutoff, cells and targets of one split over its population of events; ``key``
+    names the users' source for the holdout hash (default ``dataset``)."""
+    key = key or dataset
+    holdout = assign_holdout(
+        population, fraction=conf.holdout_fraction, seed=conf.seed, dataset=dataset, split=split, key=key
+    )
+    # is_new is a function of the user id alone, so events are flagged without a join.
+    held_out = is_held_out(F.col(S.USER_ID), conf.holdout_fraction, conf.seed, key, split)
+    flagged = population.withColumn(S.IS_NEW, held_out)
+    first, last = time_span(population)
+    granularity = choose_granularity(first, last, conf.rule)
+    choice = choose_cutoff(
+        collect_buckets(flagged, granularity),
+        granularity,
+        conf.rule,
+        dataset=dataset,
+        split=split,
+        manual=manual,
+        manual_share=_manual_share(flagged, manual) if manual is not None else None,
+    )
+    labelled = with_period(flagged, choice.cutoff)
+    known_users = holdout.where(~F.col(S.IS_NEW))
+    targets = select_targets(
+        labelled,
+        seen_items(labelled),
+        sample_users(known_users, conf.known_past_users, conf.seed, key, split),
+        dataset=dataset,
+        split=split,
+        max_per_period=conf.max_targets_per_period,
+    )
+    horizon = (last - choice.cutoff).total_seconds() / 86_400
+    return SplitOutcome(split, choice, holdout, labelled, targets, horizon)
+
+
+def splits_rows(
+    spark: SparkSession, dataset: str, conf: SplitConf, outcomes: list[SplitOutcome], item_level: str
+) -> DataFrame:
+    rows = [
+        (
+            dataset,
+            o.name,
+            o.choice.cutoff,
+            o.choice.granularity,
+            float(o.choice.share),
+            list(o.choice.admissible),
+            o.choice.rule,
+            float(o.horizon_days),
+            float(conf.holdout_fraction),
+            int(conf.seed),
+            item_level,
+        )
+        for o in outcomes
+    ]
+    return spark.createDataFrame(rows, S.SPLITS_SCHEMA)
+
+
+def candidate_rows(spark: SparkSession, dataset: str, outcomes: list[SplitOutcome]) -> DataFrame:
+    rows = [
+        (dataset, o.name, c.at, c.events_before, float(c.share), c.admissible, c.at == o.choice.cutoff)
+        for o in outcomes
+        for c in o.choice.candidates
+    ]
+    return spark.createDataFrame(rows, S.SPLIT_CANDIDATES_SCHEMA)
+
+
+def cell_counts(targets: DataFrame, floor_users: int) -> DataFrame:
+    """SPLIT_COUNTS rows: users and targets per dataset, split and cell."""
+    return (
+        targets.groupBy(S.DATASET, S.SPLIT, S.CELL)
+        .agg(F.count_distinct(S.USER_ID).alias("n_users"), F.count(F.lit(1)).alias("n_targets"))
+        .withColumn("below_floor", F.col("n_users") < floor_users)
+    )
+
+
+def run_split(
+    spark: SparkSession,
+    lake: str,
+    dataset: str,
+    conf: SplitConf,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[SplitOutcome]:
+    """Write holdout, splits, split_candidates, targets, split_counts and checksums of a dataset."""
+    from intent_spark.lake.progress import spark_progress
+
+    with spark_progress(spark, progress, f"{dataset} split"):
+        return _split_tables(spark, lake, dataset, conf, progress)
+
+
+def split_events(
+    events: DataFrame,
+    dataset: str,
+    conf: SplitConf,
+    progress: Callable[[str], None] = lambda _: None,
+    key: str | None = None,
+) -> list[SplitOutcome]:
+    """The test split of ``events``, then the validation split of its training events; lazy,
+    nothing is written. ``key``: see ``split_population``."""
+    progress(f"{dataset}: test split (holdout, cutoff, cells, targets)")
+    test = split_population(
+        events, dataset=dataset, split=S.TEST, conf=conf, manual=conf.manual_cutoff, key=key
+    )
+    progress(
+        f"{dataset}: test cutoff {test.choice.cutoff:%Y-%m-%d} ({test.choice.rule}, share {test.choice.share:.3f})"
+    )
+    val_population = training_events(test.labelled).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+    val = split_population(
+        val_population, dataset=dataset, split=S.VAL, conf=conf, manual=conf.manual_val_cutoff, key=key
+    )
+    progress(
+        f"{dataset}: validation cutoff {val.choice.cutoff:%Y-%m-%d} ({val.choice.rule}, share {val.choice.share:.3f})"
+    )
+    return [test, val]
+
+
+def _split_tables(spark, lake, dataset, conf, progress) -> list[SplitOutcome]:
+    events = source_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+    source, level = ingest_record(spark, lake, dataset)
+    outcomes = split_events(events, dataset, conf, progress, key=source)
+    test, val = outcomes
+    write_dataset(test.holdout.unionByName(val.holdout), lake, S.HOLDOUT, dataset)
+    write_dataset(splits_rows(spark, dataset, conf, outcomes, level), lake, S.SPLITS, dataset)
+    write_dataset(candidate_rows(spark, dataset, outcomes), lake, S.SPLIT_CANDIDATES, dataset)
+    progress(f"{dataset}: writing targets")
+    write_dataset(test.targets.unionByName(val.targets), lake, S.TARGETS, dataset)
+    targets = read_table(spark, lake, S.TARGETS, dataset)
+    write_dataset(cell_counts(targets, conf.floor_users), lake, S.SPLIT_COUNTS, dataset)
+    progress(f"{dataset}: checksums")
+    write_checksums(spark, lake, dataset)
+    return outcomes
+
+
+def compute_checksums(spark: SparkSession, lake: str, dataset: str) -> dict[str, tuple[int, str]]:
+    found = {}
+    for table in CHECKSUMMED_TABLES:
+        result = table_checksum(read_table(spark, lake, table, dataset).drop(S.DATASET))
+        found[table] = (result.rows, result.checksum)
+    return found
+
+
+def write_checksums(spark: SparkSession, lake: str, dataset: str) -> None:
+    rows = [(dataset, t, rows, total) for t, (rows, total) in compute_checksums(spark, lake, dataset).items()]
+    write_dataset(spark.createDataFrame(rows, S.CHECKSUMS_SCHEMA), lake, S.CHECKSUMS, dataset)

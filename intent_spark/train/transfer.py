@@ -1,0 +1,171 @@
+"""Transfer across sources (issue 8): a content model trained on one source ranks another's
+catalogue, where every item is new to it.
+
+Items meet through metadata tokens. A target item's token is looked up in the source model's
+vocabulary as it is (``brand:acme``) and, failing that, word by word through its value
+(``category_code:kitchen.knife`` -> ``kitchen``, ``knife``), since sources name their fields
+differently but share words. Only SASRec-F transfers: the ID-only models know no item there.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterable
+
+import numpy as np
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from intent_spark.core import schema as S
+from intent_spark.core.errors import IntentError
+from intent_spark.ingest.tokens import MIN_WORD_LENGTH, WORD_SPLIT
+from intent_spark.lake.readers import read_catalogue, split_files
+from intent_spark.lake.tables import read_table, source_table, write_dataset
+from intent_spark.lake.tracking import download_artifacts, find_run
+from intent_spark.train.conf import ModelsConf
+from intent_spark.train.inputs import build_model_inputs, first_token_ids, token_vocabulary
+from intent_spark.train.score import rank_split, write_ranks
+from models.sasrec import SASRecF
+from models.training import pick_device
+
+# A token's own match comes before the matches of its words.
+WORDS_PER_TOKEN = 1000
+
+
+def token_keys(items: DataFrame) -> DataFrame:
+    """``item_id, _pos, _key``: each token itself, then the words of its value, in token order."""
+    exploded = items.select(S.ITEM_ID, F.posexplode(S.TOKENS).alias("_p", "_token"))
+    value = F.regexp_replace(F.col("_token"), r"^[^:]*:", "")
+    words = F.filter(F.split(F.lower(value), WORD_SPLIT), lambda w: F.length(w) >= MIN_WORD_LENGTH)
+    keys = F.concat(F.array(F.col("_token")), words)
+    return exploded.select(S.ITEM_ID, "_p", F.posexplode(keys).alias("_sub", "_key")).select(
+        S.ITEM_ID, (F.col("_p") * WORDS_PER_TOKEN + F.col("_sub")).alias("_pos"), "_key"
+    )
+
+
+def transferred_token_ids(
+    target_catalogue: DataFrame, target_items: DataFrame, vocabulary: DataFrame, max_tokens: int
+) -> DataFrame:
+    """``item_index, token_ids`` of every target catalogue item in the source's token ids
+    (0-padded; all zero when no token or word is known to the source)."""
+    keys = token_keys(target_items.join(target_catalogue.select(S.ITEM_ID), S.ITEM_ID))
+    matched = keys.join(F.broadcast(vocabulary.withColumnRenamed("_token", "_key")), "_key")
+    known = matched.groupBy(S.ITEM_ID, "_token_id").agg(F.min("_pos").alias("_pos"))
+    ids = first_token_ids(known, max_tokens)
+    return (
+        target_catalogue.select(S.ITEM_ID, S.ITEM_INDEX)
+        .join(ids, S.ITEM_ID, "left")
+        .select(
+            S.ITEM_ID,
+            S.ITEM_INDEX,
+            F.coalesce(F.col(S.TOKEN_IDS), F.array_repeat(F.lit(0), max_tokens)).alias(S.TOKEN_IDS),
+        )
+    )
+
+
+def source_vocabulary(spark: SparkSession, lake: str, source: str) -> DataFrame:
+    """The token ids the source's test-split content model was trained with."""
+    catalogue = read_table(spark, lake, S.CATALOGUE, source).where(F.col(S.SPLIT) == S.TEST)
+    items = source_table(spark, lake, S.ITEMS, source).select(S.ITEM_ID, S.TOKENS)
+    return token_vocabulary(catalogue, items)
+
+
+def target_token_ids(spark: SparkSession, lake: str, source: str, target: str, max_tokens: int) -> DataFrame:
+    catalogue = read_table(spark, lake, S.CATALOGUE, target).where(F.col(S.SPLIT) == S.TEST)
+    items = source_table(spark, lake, S.ITEMS, target).select(S.ITEM_ID, S.TOKENS)
+    return transferred_token_ids(catalogue, items, source_vocabulary(spark, lake, source), max_tokens)
+
+
+def coverage(targets: DataFrame, token_ids: DataFrame) -> DataFrame:
+    """Per cell: ``n_targets`` and ``n_with_tokens``, the targets whose item has a token the
+    source model knows (the others it cannot score)."""
+    has_tokens = F.exists(S.TOKEN_IDS, lambda t: t > 0)
+    known = token_ids.where(has_tokens).select(S.ITEM_ID, F.lit(1).alias("_known"))
+    return (
+        targets.join(known, S.ITEM_ID, "left")
+        .groupBy(S.CELL)
+        .agg(F.count(F.lit(1)).alias("n_targets"), F.count("_known").alias("n_with_tokens"))
+    )
+
+
+def shared_cutoffs(spark: SparkSession, lake: str, datasets: Iterable[str]) -> list:
+    """The test-split boundaries admissible in every one of the datasets (small: one row each)."""
+    rows = (
+        read_table(spark, lake, S.SPLITS)
+        .where(F.col(S.DATASET).isin(list(datasets)) & (F.col(S.SPLIT) == S.TEST))
+        .select("admissible")
+        .collect()
+    )
+    sets = [set(r.admissible) for r in rows]
+    return sorted(set.intersection(*sets)) if sets else []
+
+
+def score_transfer(
+    spark: SparkSession,
+    lake: str,
+    source: str,
+    target: str,
+    conf: ModelsConf,
+    *,
+    tracking_uri: str,
+    model: str = "sasrec_f",
+    progress: Callable[[str], None] = lambda _: None,
+) -> int:
+    """Rank ``target``'s test targets with ``model`` trained on ``source``'s test split (its
+    newest run); write them as ``model@source`` ranks of the target and the token coverage to
+    ``transfers``. Returns the ranks written."""
+    import torch
+
+    from intent_spark.core.datasets import TRANSFER_MODELS, transfer_model
+
+    if model not in TRANSFER_MODELS:
+        raise IntentError(
+            f"{model} cannot transfer: only {', '.join(TRANSFER_MODELS)} scores items it never saw"
+        )
+    name = transfer_model(model, source)
+    run = find_run(tracking_uri, source, model)
+    build_model_inputs(
+        spark, lake, target, context=conf.context, max_tokens=conf.max_tokens, progress=progress
+    )
+    source_arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, source, S.TEST))
+    token_ids = target_token_ids(spark, lake, source, target, conf.max_tokens).cache()
+    # One row per target catalogue item (items, not events), as read_catalogue reads it.
+    rows = token_ids.select(S.ITEM_INDEX, S.TOKEN_IDS).toPandas().sort_values(S.ITEM_INDEX)
+    tokens = np.zeros((len(rows) + 1, conf.max_tokens), dtype=np.int64)
+    if len(rows):
+        tokens[rows[S.ITEM_INDEX].to_numpy()] = np.stack(rows[S.TOKEN_IDS].to_numpy())
+    device = pick_device()
+    # No item of the target is a trained id of the source: the model scores by tokens alone.
+    fitted = SASRecF(len(rows), 0, conf.sasrec(model), torch.from_numpy(tokens), source_arrays.n_tokens)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = download_artifacts(tracking_uri, run.info.run_id, f"model/{S.TEST}", tmp)
+        state = torch.load(folder / "state.pt", map_location=device)
+    state["id_embedding.weight"] = torch.zeros_like(fitted.id_embedding.weight)
+    state["item_tokens"] = fitted.item_tokens
+    fitted.load_state_dict(state)
+    fitted.to(device).eval()
+    targets = read_table(spark, lake, S.TARGETS, target).where(F.col(S.SPLIT) == S.TEST)
+    staging = f"{lake.rstrip('/')}/_staging/ranks/{target}/{name}"
+    rank_split(
+        fitted,
+        split_files(spark, lake, S.SCORE_EVENTS, target, S.TEST),
+        conf,
+        device,
+        f"{staging}/{S.TEST}.parquet",
+        targets.count(),
+        lambda line: progress(f"{target} {name}: {line}"),
+    )
+    written = write_ranks(spark, lake, target, name, staging, [S.TEST])
+    shared = shared_cutoffs(spark, lake, (source, target))
+    reached = coverage(targets, token_ids).select(
+        F.lit(target).alias(S.DATASET),
+        F.lit(source).alias(S.SOURCE),
+        F.lit(model).alias(S.MODEL),
+        S.CELL,
+        "n_targets",
+        "n_with_tokens",
+        F.array(*[F.lit(c) for c in shared]).cast("array<timestamp>").alias("shared_cutoffs"),
+    )
+    write_dataset(reached, lake, S.TRANSFERS, target, source=source)
+    token_ids.unpersist()
+    return written
