@@ -7,7 +7,7 @@ DELTA_VERSION := 4.0.1
 DELTA_JARS := .jars/delta-spark_2.13-$(DELTA_VERSION).jar .jars/delta-storage-$(DELTA_VERSION).jar
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup demo test test-cluster test-fast lint bench clean
+.PHONY: help setup demo demo-full test test-cluster test-fast lint bench clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -26,8 +26,11 @@ $(STAMP): pyproject.toml
 	@command -v mvn >/dev/null || { echo "setup: mvn not found; install Maven or let Spark resolve io.delta:delta-spark_2.13:$(DELTA_VERSION)"; exit 2; }
 	mvn --batch-mode --quiet dependency:copy -Dartifact=io.delta:$*:$(DELTA_VERSION) -DoutputDirectory=.jars
 
-demo: setup ## run the pipeline on the embedded default (synthetic data, local Spark, Delta in demo/lake)
+demo: setup ## the pipeline on the embedded default: five generated sources, four models, the report (demo/)
 	$(VENV)/bin/intent run --conf conf/demo.yaml
+
+demo-full: setup ## the demo plus card transactions, KuaiRand all-signals, protocols, seeds, sensitivity, transfer (demo-full/)
+	$(VENV)/bin/intent run --conf conf/full.yaml
 
 test: setup ## run the test suite (all but gpu-marked tests)
 	$(PY) -m pytest
@@ -38,9 +41,10 @@ test-cluster: setup ## spark-submit chain on a local standalone cluster, with a 
 test-fast: setup ## the tests not marked slow
 	$(PY) -m pytest -m 'not slow and not gpu'
 
-lint: setup ## ruff check and format check
-	$(VENV)/bin/ruff check intent_spark models jobs tests
-	$(VENV)/bin/ruff format --check intent_spark models jobs tests
+lint: setup ## ruff (check and format) on the code, tests and benchmarks; mypy on intent_spark and models
+	$(VENV)/bin/ruff check intent_spark models jobs tests bench
+	$(VENV)/bin/ruff format --check intent_spark models jobs tests bench
+	$(VENV)/bin/mypy
 
 BENCH_EVENTS ?= 5000000
 SCALE_EVENTS ?= 1000000 5000000 20000000 50000000
@@ -51,4 +55,4 @@ bench: setup ## benchmarks, not tests (BENCHMARKS.md): ingest, split scaling vs 
 	cd bench && ../$(PY) model_bench.py --out results/models.json --tracking-uri sqlite:///results/mlflow.db
 
 clean: ## remove demo output and caches (keeps .venv and .jars)
-	rm -rf demo spark-warehouse .pytest_cache
+	rm -rf demo demo-full spark-warehouse .pytest_cache

@@ -12,6 +12,8 @@ items), with at most 100 targets per period.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 USER_WEIGHT_TENTHS = 7  # 0.7, fixed by SPEC 4
@@ -69,7 +71,7 @@ class Popularity:
             # Every catalogue item scored as if outside the context: 3 n (g + 1) vs the target.
             quotient, remainder = divmod(int(target_score), GLOBAL_WEIGHT_TENTHS * n)
             above = self.n_items - np.searchsorted(self.sorted_g1, quotient, side="right")
-            level = 0
+            level: Any = 0
             if remainder == 0:
                 level = np.searchsorted(self.sorted_g1, quotient, "right") - np.searchsorted(
                     self.sorted_g1, quotient, "left"

@@ -8,6 +8,7 @@ bottom; the padding column 0 is never counted.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import torch
 
@@ -59,7 +60,7 @@ class FusedCounter:
     """
 
     def __init__(self) -> None:
-        self._count = None
+        self._count: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
 
     def __call__(
         self, scores: torch.Tensor, target_scores: torch.Tensor, same: torch.Tensor | None = None

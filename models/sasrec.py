@@ -148,6 +148,7 @@ class SASRec(nn.Module):
 
 class SASRecF(SASRec):
     name = "sasrec_f"
+    item_tokens: torch.Tensor  # a buffer: moves with the model, saved in its state
 
     def __init__(
         self, n_items: int, n_trained: int, conf: SASRecConf, item_tokens: torch.Tensor, n_tokens: int

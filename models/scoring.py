@@ -35,7 +35,7 @@ def rank_blocks(
     device: torch.device,
     fuse_from_items: int | None = None,
     progress: Callable[[int], None] = lambda _: None,
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Yield ``(seqs, ranks, ties)`` arrays for the targets of the blocks, in batches.
 
     ``batch_size`` contexts are encoded at once; their scores are computed and ranked

@@ -1,5 +1,6 @@
-"""The scheduled job (databricks.yml) runs the jobs/ entry points with arguments the command
-line accepts, in the order of the chain, over every dataset and model."""
+"""The scheduled job (databricks.yml) is the stage graph (intent_spark/pipeline/graph.py): one
+task per scheduled stage, waiting for the stages the graph runs it after, each running its jobs/
+entry point with arguments the command line accepts, over every dataset and model."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import yaml
 
 from intent_spark.cli import build_parser
 from intent_spark.generate import SOURCES
+from intent_spark.pipeline.graph import STAGES, scheduled_dependencies
 from models import MODEL_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
-CHAIN = ("ingest", "split", "verify", "train", "score", "transfer", "evaluate", "report")
+SCHEDULED = [stage.name for stage in STAGES if stage.scheduled]
 LOCAL_ONLY = {"generate", "run"}  # synthetic data and the laptop chain: not part of the cluster job
 
 
@@ -76,14 +78,13 @@ def test_every_task_calls_its_entry_point_with_arguments_the_cli_accepts(bundle)
     assert sorted(seen) == sorted(entry_points)
 
 
-def test_tasks_follow_the_chain_and_fan_out_over_datasets_and_models(bundle):
+def test_tasks_are_the_graphs_scheduled_stages_with_its_dependencies(bundle):
     variables = _variables(bundle)
-    order = {}
-    for task in _tasks(bundle):
-        needs = [d["task_key"] for d in task.get("depends_on", [])]
-        order[task["task_key"]] = 1 + max((order[n] for n in needs), default=-1)  # fails on a forward edge
-    assert sorted(order, key=order.get) == list(CHAIN)
-    assert len(set(order.values())) == len(CHAIN)  # a strict chain: each stage waits for the one before
+    tasks = _tasks(bundle)
+    assert [task["task_key"] for task in tasks] == SCHEDULED  # the graph's order, every stage once
+    declared = {task["task_key"]: {d["task_key"] for d in task.get("depends_on", [])} for task in tasks}
+    assert declared == scheduled_dependencies()
+    assert scheduled_dependencies()["evaluate"] == {"score", "transfer"}  # what the graph's edges give
 
     runs = {task["task_key"]: _expand(task, variables)[1] for task in _tasks(bundle)}
     datasets = {r[r.index("--dataset") + 1] for r in runs["split"]}

@@ -88,3 +88,35 @@ def test_a_failing_stage_is_named_and_exits_1(spark, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("intent run: ingest of hm failed: IntentError: ")
     assert err.endswith("fix it and rerun: finished stages are skipped")
+
+
+def test_the_plan_of_a_fresh_lake_runs_everything_in_the_graphs_order(tmp_path, capsys):
+    from intent_spark.cli import main
+
+    conf = write_run_conf(tmp_path)
+    assert main(["run", "--plan", "--conf", str(conf)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"intent run --plan: {conf} on {tmp_path / 'work' / 'lake'}: 8 of 8 stages would run"
+    stages = [
+        line.split()[1:3] if line.split()[1] in ("train", "score") else line.split()[1:2] for line in out[1:]
+    ]
+    assert stages == [
+        ["generate"], ["ingest"], ["split"], ["verify"], ["train", "popularity"],
+        ["score", "popularity"], ["evaluate"], ["report"],
+    ]  # fmt: skip
+    assert out[1].endswith("never finished") and out[2].endswith("after generate of hm, which runs first")
+    assert out[5].endswith("after split of hm, which runs first")
+    assert not (tmp_path / "work").exists()  # a plan runs nothing
+
+
+def test_the_plan_of_a_finished_lake_skips_all_but_the_report(reference_run, capsys):
+    from intent_spark.cli import main
+
+    conf = reference_run.parent / "run.yaml"
+    assert main(["run", "--plan", "--conf", str(conf)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith(": 1 of 8 stages would run")
+    assert all(line.startswith("skip ") and "inputs unchanged since 20" in line for line in out[1:-1])
+    assert out[-1].split() == ["run", "report", "every", "dataset", "always", "rebuilt"]
+    assert main(["run", "--plan", "--force", "--conf", str(conf)]) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith(": 8 of 8 stages would run")

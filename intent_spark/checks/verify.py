@@ -1,8 +1,9 @@
 """`intent verify`: leakage checks and checksums (SPEC 6), recomputed from the stored tables.
 
 Every check is a count of violating rows computed in Spark; a check passes when that count is
-zero. Nothing here trusts the split code: holdout flags are recomputed from the hash, cells from
-cutoffs and training items, and checksums from the rows.
+zero. Nothing here trusts the split code: holdout flags are recomputed from the hash as SPEC 3.2
+defines it, training events, seen items and cells from the cutoffs with this module's own
+expressions, and checksums from the rows, so a bug in ``split`` shows up as a failed check.
 """
 
 from __future__ import annotations
@@ -10,18 +11,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import parse_dataset
 from intent_spark.evaluate.leaks import leaked_targets, targets_preceding_training
+from intent_spark.lake.checksum import table_checksum
 from intent_spark.lake.tables import has_table, ingested_source, read_table, source_table
-from intent_spark.split.cells import cell_name, label_events, seen_items, training_events
-from intent_spark.split.holdout import is_held_out
-from intent_spark.split.stage import compute_checksums
 
 MAX_TARGETS_PER_PERIOD = 100
+HASH_BUCKETS = 1 << 30
+# The split tables the manifest must hold, whatever the split code wrote into it.
+MANIFEST_TABLES = (S.HOLDOUT, S.SPLITS, S.SPLIT_CANDIDATES, S.TARGETS, S.SPLIT_COUNTS)
+BEFORE = "_before"  # an event before the split's cutoff
+NEW = "_new"  # its user is held out
+
+
+def held_out(user_id: Column, fraction: float, seed: int, source: str, split: str) -> Column:
+    """SPEC 3.2's holdout: ``pmod(xxhash64(salt, user_id), 2^30) / 2^30 < fraction`` with the
+    salt ``intent-holdout:<seed>:<source>:<split>``."""
+    salt = F.lit(f"intent-holdout:{seed}:{source}:{split}")
+    return F.pmod(F.xxhash64(salt, user_id), F.lit(HASH_BUCKETS)).cast("double") / HASH_BUCKETS < F.lit(
+        fraction
+    )
+
+
+def expected_cell(new: Column, before: Column, seen: Column) -> Column:
+    """SPEC 3.4's cell of a target: ``known_past``, or who x when x which item."""
+    who = F.when(new, "new").otherwise("known")
+    when = F.when(before, "past").otherwise("future")
+    item = F.when(seen, "seen").otherwise("new")
+    return F.when(~new & before, F.lit("known_past")).otherwise(
+        F.concat(who, F.lit("_"), when, F.lit("_"), item)
+    )
 
 
 @dataclass(frozen=True)
@@ -60,9 +83,9 @@ def check_split(
     def record(check: str, violating: DataFrame, detail: str) -> None:
         pending.append((check, violating, detail))
 
+    source = parse_dataset(key or dataset).source
     recomputed = holdout.withColumn(
-        "_expected",
-        is_held_out(F.col(S.USER_ID), split["holdout_fraction"], split["seed"], key or dataset, name),
+        "_expected", held_out(F.col(S.USER_ID), split["holdout_fraction"], split["seed"], source, name)
     )
     record(
         "holdout_matches_hash",
@@ -73,9 +96,13 @@ def check_split(
     population = population.join(holdout.select(S.USER_ID), S.USER_ID)
     # Most checks read the labelled events or the split's targets: computed once and kept on
     # local disk, not the heap, they are not re-planned and re-joined per check.
-    labelled = label_events(population, truth, cutoff).persist(StorageLevel.DISK_ONLY)
+    labelled = (
+        population.join(truth.select(S.USER_ID, F.col(S.IS_NEW).alias(NEW)), S.USER_ID)
+        .withColumn(BEFORE, F.col(S.TS) < F.lit(cutoff))
+        .persist(StorageLevel.DISK_ONLY)
+    )
     population = labelled.select(*population.columns)
-    training = training_events(labelled)
+    training = labelled.where(~F.col(NEW) & F.col(BEFORE))
     record(
         "no_new_user_in_training",
         training.join(truth.where(F.col(S.IS_NEW)), S.USER_ID),
@@ -87,17 +114,15 @@ def check_split(
         "a training event at or after the cutoff",
     )
 
-    seen = seen_items(labelled).withColumn("_seen", F.lit(True))
-    expected_cell = cell_name(
-        F.col(S.IS_NEW),
-        F.when(F.col(S.TS) < F.lit(cutoff), F.lit(S.PAST)).otherwise(F.lit(S.FUTURE)),
-        F.coalesce(F.col("_seen"), F.lit(False)),
+    seen = training.select(S.ITEM_ID).distinct().withColumn("_seen", F.lit(True))
+    cell = expected_cell(
+        F.col(S.IS_NEW), F.col(S.TS) < F.lit(cutoff), F.coalesce(F.col("_seen"), F.lit(False))
     )
     split_targets = targets.where(F.col(S.SPLIT) == name).persist(StorageLevel.DISK_ONLY)
     checked = split_targets.join(truth, S.USER_ID, "left").join(seen, S.ITEM_ID, "left")
     record(
         "target_cell_consistent",
-        checked.where(F.col(S.IS_NEW).isNull() | (F.col(S.CELL) != expected_cell)),
+        checked.where(F.col(S.IS_NEW).isNull() | (F.col(S.CELL) != cell)),
         "a target's cell disagrees with its user, period or item",
     )
 
@@ -202,7 +227,9 @@ def _checksum_results(spark: SparkSession, lake: str, dataset: str) -> list[Chec
     # One row per checksummed table.
     stored = {r.table: (r.rows, r.checksum) for r in read_table(spark, lake, S.CHECKSUMS, dataset).collect()}
     results = []
-    for table, value in compute_checksums(spark, lake, dataset).items():
+    for table in sorted({*MANIFEST_TABLES, *stored}):
+        found = table_checksum(read_table(spark, lake, table, dataset).drop(S.DATASET))
+        value = (found.rows, found.checksum)
         differs = stored.get(table) != value
         detail = f"manifest {stored.get(table)} but recomputed {value}" if differs else ""
         results.append(CheckResult(dataset, "-", f"checksum_{table}", int(differs), detail))

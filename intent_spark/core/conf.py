@@ -47,6 +47,10 @@ def closest(word: str, known: Iterable[str]) -> str | None:
 def unknown_key(where: str, key: str, known: Iterable[str]) -> ConfError:
     """The one-line error for a key no conf field has: the file, the key, the closest known key."""
     known = sorted(known)
+    if not known:
+        return ConfError(
+            f"{child(where, key)}: unknown key; {where.rsplit('.', 1)[-1].rsplit(' ', 1)[-1]} takes no settings"
+        )
     near = closest(key, known)
     hint = f"did you mean {near!r}? " if near else ""
     return ConfError(f"{child(where, key)}: unknown key; {hint}known: {', '.join(known)}")
@@ -74,7 +78,7 @@ def from_mapping(cls: type, data: Any, where: str) -> Any:
     if not isinstance(data, dict):
         raise ConfError(f"{where}: expected a mapping, got {type(data).__name__}")
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
     check_keys(data, fields, where)
     kwargs = {}
     for name, value in data.items():
@@ -94,7 +98,7 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
         inner = [a for a in args if a is not type(None)]
         return _coerce(inner[0], value, where)
     if dataclasses.is_dataclass(hint):
-        return from_mapping(hint, value, where)
+        return from_mapping(typing.cast(type, hint), value, where)
     if origin is tuple:
         items = value if isinstance(value, list) else [value]
         if len(args) == 2 and args[1] is Ellipsis or len(args) == 1:
@@ -117,7 +121,7 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
     if hint is float:
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise ConfError(f"{where}: expected a number, got {value!r}")
-        return float(value)
+        return value
     if hint is str:
         if isinstance(value, bool):  # YAML reads `header: true` as a bool
             return "true" if value else "false"

@@ -17,6 +17,7 @@ the key and the closest known key, before any stage runs.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,7 @@ class RunConf:
     split_conf: str | None = None
     tracking_uri: str | None = None
     compare: CompareConf = field(default_factory=CompareConf)
-    path: str = ""  # the file it was read from
+    path: str = field(default="", metadata={"internal": True})  # the file it was read from
 
     @property
     def names(self) -> list[str]:
@@ -120,7 +121,7 @@ def load_run_conf(path: str | Path) -> RunConf:
             raise ConfError(
                 f"{child(where, f'datasets[{i}]')}: expected a mapping with a name, got {entry!r}"
             )
-    conf: RunConf = from_mapping(RunConf, {**raw, "path": where}, where)
+    conf: RunConf = dataclasses.replace(from_mapping(RunConf, raw, where), path=where)
     names = conf.names
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-Piece = pa.Array | str
+Piece: TypeAlias = pa.Array | str
 
 
 def as_text(values: np.ndarray | pa.Array) -> pa.Array:

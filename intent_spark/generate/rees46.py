@@ -108,11 +108,11 @@ def item_columns(
     ]
     kind_price = np.exp(rng.normal(3.6, 1.0, n_kinds))
     price = np.maximum(0.77, kind_price[catalogue.item_kind] * np.exp(rng.normal(0, 0.3, catalogue.n_items)))
-    kind = catalogue.item_kind
+    item_kind = catalogue.item_kind
     return {
         "product_id": as_text(product_id),
-        "category_id": as_text(category_ids).take(pa.array(kind)),
-        "category_code": pa.array(codes, type=pa.string()).take(pa.array(kind)),
+        "category_id": as_text(category_ids).take(pa.array(item_kind)),
+        "category_code": pa.array(codes, type=pa.string()).take(pa.array(item_kind)),
         "brand": pa.array(brands, type=pa.string()),
         "price": pa.array([f"{p:.2f}" for p in price.tolist()]),
     }

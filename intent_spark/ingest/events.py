@@ -37,7 +37,9 @@ def raw_field_names(spec: EventsSpec) -> list[str]:
     """The raw fields read from each line, in file order for csv."""
     if spec.format in ("csv", "parquet"):
         return list(spec.columns)
-    return [f.name for f in StructType.fromDDL(spec.json_schema or "").fields]
+    schema = StructType.fromDDL(spec.json_schema or "")
+    assert isinstance(schema, StructType)
+    return [f.name for f in schema.fields]
 
 
 def _all_string_schema(names: list[str], with_corrupt: bool) -> StructType:
@@ -181,7 +183,7 @@ def _event_types(spec: EventsSpec) -> Column:
         base = (
             F.lit(action.constant)
             if action.constant is not None
-            else F.lower(F.trim(raw_field(action.column)))
+            else F.lower(F.trim(raw_field(str(action.column))))
         )
         for override in reversed(action.overrides):  # the first listed is checked first
             base = F.when(_override_holds(override, spec), F.lit(override.type)).otherwise(base)

@@ -7,9 +7,10 @@ so a model sees exactly the rows Spark wrote, and nothing else.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from pyspark.sql import SparkSession
@@ -88,7 +89,7 @@ def read_catalogue(urls: list[str]) -> CatalogueArrays:
 
 def training_batches(
     urls: list[str], batch_size: int, shuffle_buffer: int, seed: int
-) -> Iterator[np.ndarray]:
+) -> Generator[Any, None, None]:
     """An endless stream of shuffled (batch_size, context + 1) training rows as torch tensors."""
     from petastorm import make_batch_reader
     from petastorm.pytorch import BatchedDataLoader

@@ -13,9 +13,12 @@ environment variable ``INTENT_VERBOSE=1``) keeps it on the terminal.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
@@ -97,6 +100,29 @@ class SparkSettings(dict[str, str]):
         self.origin[key] = where
 
 
+@contextmanager
+def _jvm_output_to_log(quiet: bool) -> Iterator[None]:
+    """While the JVM is launched, this process's stdout and stderr point at the log file, so the
+    JVM inherits them (its own lines, such as "Using incubator modules", go there for good);
+    Python's are restored at once."""
+    if not quiet:
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    target = os.open(log_file(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    saved = os.dup(1), os.dup(2)
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (target, *saved):
+            os.close(fd)
+
+
 def spark_settings(profile: str | None, pairs: list[str]) -> SparkSettings:
     """Spark settings from a profile (``conf/spark/NAME.yaml`` or a path), then ``key=value``
     pairs; a key that is not a Spark setting is a one-line error naming the file and the key."""
@@ -125,25 +151,35 @@ def check_spark_key(key: str, where: str) -> None:
 
 
 def check_known_settings(session: SparkSession, settings: Mapping[str, str]) -> None:
-    """Settings Spark does not define are refused, naming the closest it does: Spark would
-    silently ignore ``spark.sql.shuffle.partition``. Keys under free-form prefixes (Hadoop,
-    catalogs, executor environment, other platforms' own settings) are left to their owners."""
-    free_form = ("spark.hadoop.", "spark.executorEnv.", "spark.sql.catalog.", "spark.databricks.",
-                 "spark.yarn.", "spark.kubernetes.", "spark.driverEnv.", "spark.delta.")  # fmt: skip
-    asked = [k for k in settings if not k.startswith(free_form)]
+    """SQL settings (``spark.sql.*``) Spark does not define are refused, naming the closest it
+    does: Spark would silently ignore ``spark.sql.shuffle.partition``. Its SQL settings are all
+    declared in its registry; other namespaces hold settings read without a declaration
+    (``spark.local.dir``), and catalogs take free-form keys, so those are left to Spark."""
+    asked = [k for k in settings if k.startswith("spark.sql.") and not k.startswith("spark.sql.catalog.")]
     if not asked:
         return
+    jvm = session.sparkContext._jvm
     try:
-        registry = session.sparkContext._jvm.org.apache.spark.internal.config.ConfigEntry  # type: ignore[union-attr]
-        known = {str(k) for k in registry.knownConfigs().keySet().toArray()}
+        registry = jvm.org.apache.spark.internal.config.ConfigEntry
+        unknown = [key for key in asked if registry.findEntry(key) is None]
     except Exception:  # a JVM without the registry: leave the settings to Spark
         return
-    for key in asked:
-        if key not in known and not registry.findEntry(key):
-            where = getattr(settings, "origin", {}).get(key, "Spark settings")
-            near = closest(key, known)
-            hint = f"did you mean {near!r}?" if near else "Spark defines no such setting"
-            raise ConfError(f"{where}: {key}: not a Spark setting; {hint}")
+    if not unknown:
+        return
+    key = unknown[0]
+    where = getattr(settings, "origin", {}).get(key, "Spark settings")
+    near = closest(key, [*_sql_settings(jvm), *BASE_CONF, *LOCAL_CONF])
+    hint = f"did you mean {near!r}?" if near else "Spark defines no such setting"
+    raise ConfError(f"{where}: {key}: not a Spark setting; {hint}")
+
+
+def _sql_settings(jvm: Any) -> list[str]:
+    """The SQL settings Spark documents (for the closest name to a misspelt one)."""
+    try:
+        defined = jvm.org.apache.spark.sql.internal.SQLConf.get().getAllDefinedConfs()
+        return [str(entry._1()) for entry in jvm.scala.jdk.javaapi.CollectionConverters.asJava(defined)]
+    except Exception:
+        return []
 
 
 def delta_jars() -> list[str]:
@@ -177,14 +213,16 @@ def build_session(
             conf["spark.jars"] = ",".join(jars)
         else:  # resolved by Spark's Ivy; ~/.m2 is searched first, so cached jars need no network
             conf["spark.jars.packages"] = ",".join(DELTA_PACKAGES)
-    if not submitted and os.environ.get(VERBOSE_ENV) != "1":
+    quiet = not submitted and os.environ.get(VERBOSE_ENV) != "1"
+    if quiet:
         conf["spark.driver.extraJavaOptions"] = _quiet_java_options(
             conf.get("spark.driver.extraJavaOptions", "")
         )
     for key, value in conf.items():
         if key not in submitted:
             builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    with _jvm_output_to_log(quiet):
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel(os.environ.get("INTENT_SPARK_LOG_LEVEL", "ERROR"))
     check_known_settings(session, overrides or {})
     return session

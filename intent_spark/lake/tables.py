@@ -102,14 +102,14 @@ def ingested_source(spark: SparkSession, lake: str, dataset: str) -> str:
 @contextmanager
 def spark_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
     """Set SQL confs for the actions run inside the block, then restore them."""
-    previous = {k: spark.conf.get(k, None) for k in settings}
+    previous: dict[str, str | None] = {k: spark.conf.get(k, None) for k in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)
     try:
         yield
     finally:
-        for key, value in previous.items():
-            if value is None:
+        for key, before in previous.items():
+            if before is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, before)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -55,7 +56,7 @@ def store(tracking_uri: str) -> Iterator[None]:
     try:
         yield
     finally:
-        mlflow.set_tracking_uri(before)
+        mlflow.set_tracking_uri(typing.cast(str, before))  # None: MLflow's own default again
 
 
 def experiment_id(tracking_uri: str, name: str = EXPERIMENT) -> str:
@@ -159,6 +160,7 @@ def log_report(tracking_uri: str, folder: str, run_id: str | None = None) -> str
         run_id = client.create_run(
             experiment_id(tracking_uri), run_name="report", tags={TAG_STAGE: "report"}
         ).info.run_id
+    assert run_id is not None
     client.log_artifacts(run_id, folder, "report")
     if own:
         client.set_terminated(run_id)
@@ -183,7 +185,7 @@ def compare_runs(tracking_uri: str, run_ids: list[str], dataset: str | None, pat
         if dataset:
             where += f" AND tags.`{TAG_DATASET}` = '{dataset}'"
         found = client.search_runs([exp], filter_string=where, order_by=["attributes.start_time DESC"])
-        latest: dict[tuple[str, str], Any] = {}
+        latest: dict[tuple[Any, Any], Any] = {}
         for run in found:  # newest first: keep one run per dataset and model
             latest.setdefault((run.data.tags.get(TAG_DATASET), run.data.tags.get(TAG_MODEL)), run)
         runs = [latest[key] for key in sorted(latest)]

@@ -178,8 +178,9 @@ def stage(name: str) -> Stage:
 
 
 def scheduled_dependencies() -> dict[str, set[str]]:
-    """Each scheduled stage and the scheduled stages it waits for: the nearest scheduled ones
-    among its ``after``, looking through stages that only run locally."""
+    """Each scheduled stage and the scheduled stages it waits for (``databricks.yml``'s
+    ``depends_on``): the nearest scheduled ones among its ``after``, looking through stages that
+    only run locally, less those another of them already waits for."""
 
     def nearest(name: str) -> set[str]:
         found: set[str] = set()
@@ -187,7 +188,16 @@ def scheduled_dependencies() -> dict[str, set[str]]:
             found |= {before} if BY_NAME[before].scheduled else nearest(before)
         return found
 
-    return {s.name: nearest(s.name) for s in STAGES if s.scheduled}
+    def upstream(name: str) -> set[str]:
+        direct = nearest(name)
+        return direct | {u for d in direct for u in upstream(d)}
+
+    reduced = {}
+    for stage in STAGES:
+        if stage.scheduled:
+            direct = nearest(stage.name)
+            reduced[stage.name] = {d for d in direct if not any(d in upstream(o) for o in direct - {d})}
+    return reduced
 
 
 def needs_models(name: str) -> bool:

@@ -12,11 +12,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from intent_spark.core import schema as S
-from intent_spark.core.conf import CONF_DIR
+from intent_spark.core.conf import CONF_DIR, child
 from intent_spark.core.datasets import parse_dataset
 from intent_spark.core.errors import IntentError
 from intent_spark.core.runconf import DatasetEntry, RunConf
@@ -55,6 +56,20 @@ def chain(*parts: Any) -> str | None:
     return None if any(p is None for p in parts) else fingerprint(*parts)
 
 
+def pair_by_pair(tasks: list[Task]) -> list[Task]:
+    """The graph's order, except that the stages fanned out per dataset and model run pair by
+    pair (train then score one model of one dataset, then the next), where the first of them
+    stands: a model's ranks exist before the next model trains."""
+    per_pair = [t for t in tasks if graph.stage(t.stage).per == graph.DATASET_MODEL]
+    if not per_pair:
+        return tasks
+    pairs = list(dict.fromkeys((t.dataset, t.model) for t in per_pair))
+    grouped = [t for pair in pairs for t in per_pair if (t.dataset, t.model) == pair]
+    first = tasks.index(per_pair[0])
+    rest = [t for t in tasks if graph.stage(t.stage).per != graph.DATASET_MODEL]
+    return rest[:first] + grouped + rest[first:]
+
+
 class Runner:
     """The tasks of one run conf; the Spark session and MLflow store are made when first used,
     so that a plan needs neither."""
@@ -76,7 +91,9 @@ class Runner:
         self.base = Path(conf.workdir)
         for model in conf.models:
             check_model(model)  # before hours of ingest, not after
-        self.models_conf: ModelsConf = load_models_conf(conf.models_conf, conf.model_overrides)
+        self.models_conf: ModelsConf = load_models_conf(
+            conf.models_conf, conf.model_overrides, child(conf.path, "model_overrides")
+        )
         self.split_conf_path = Path(conf.split_conf) if conf.split_conf else CONF_DIR / "split.yaml"
         self.logs: dict[str, StageLog] = {}
         self.done: dict[tuple[str, str, str | None], str | None] = {}  # task key -> its inputs
@@ -172,15 +189,13 @@ class Runner:
         unbuilt = sorted(set(graph.BY_NAME) ^ set(builders))
         if unbuilt:
             raise RuntimeError(f"stages without a task builder or a declaration: {unbuilt}")
-        data_only = not self.conf.models
-        return [
+        tasks = [
             task
             for stage in graph.STAGES
-            if not (
-                data_only and set(stage.after) - {"generate", "ingest", "split"} and stage.name != "verify"
-            )
+            if self.conf.models or not graph.needs_models(stage.name)
             for task in builders[stage.name]()
         ]
+        return pair_by_pair(tasks)
 
     def _generate(self) -> list[Task]:
         from intent_spark.generate import generate_release
@@ -309,37 +324,43 @@ class Runner:
             Task(
                 "verify",
                 n,
-                lambda n=n: work(n),
-                lambda n=n: self.inputs_of("split", n),
+                partial(work, n),
+                partial(self.inputs_of, "split", n),
                 upstream=f"split of {n}",
             )
             for n in names
         ]
 
-    def _sensitivity(self) -> list[Task]:
+    def _write_sensitivity(self, name: str) -> None:
         from intent_spark.split.sensitivity import write_sensitivity
 
+        write_sensitivity(self.spark, self.lake, name, self.split_conf(name))
+
+    def _write_leaks(self, name: str) -> None:
+        from intent_spark.evaluate.leaks import write_leaks
+
+        write_leaks(self.spark, self.lake, name)
+
+    def _sensitivity(self) -> list[Task]:
         return [
             Task(
                 "sensitivity",
                 n,
-                lambda n=n: write_sensitivity(self.spark, self.lake, n, self.split_conf(n)),
-                lambda n=n: self.inputs_of("split", n),
+                partial(self._write_sensitivity, n),
+                partial(self.inputs_of, "split", n),
                 upstream=f"split of {n}",
             )
             for n in self.conf.compare.datasets
         ]
 
     def _leaks(self) -> list[Task]:
-        from intent_spark.evaluate.leaks import write_leaks
-
         names = [*self.conf.compare.datasets, *(v for v in self.variants() if parse_dataset(v).protocol)]
         return [
             Task(
                 "leaks",
                 n,
-                lambda n=n: write_leaks(self.spark, self.lake, n),
-                lambda n=n: self.inputs_of("split", n),
+                partial(self._write_leaks, n),
+                partial(self.inputs_of, "split", n),
                 upstream=f"split of {n}",
             )
             for n in names

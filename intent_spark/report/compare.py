@@ -93,7 +93,10 @@ def agreement_table(agreement: pd.DataFrame, dataset: str) -> pd.DataFrame:
 def seed_spread(metrics: pd.DataFrame, dataset: str, split_seed: int, conf: CompareConf) -> pd.DataFrame:
     """Every test cell's NDCG@10 under each holdout seed, with mean, spread and the typical
     width of one split's 95% interval."""
-    variants = {dataset: split_seed, **{v: parse_dataset(v).seed for v in conf.seed_variants(dataset)}}
+    variants = {
+        dataset: split_seed,
+        **{v: int(parse_dataset(v).seed or 0) for v in conf.seed_variants(dataset)},
+    }
     rows = own_primary_rows(metrics, list(variants))
     if rows[S.DATASET].nunique() < 2:
         return pd.DataFrame()
@@ -191,7 +194,10 @@ def plot_seed_spread(
 ) -> Path:
     """Each seed's NDCG@10 per cell and model (one dot per seed)."""
     plt = pyplot()
-    variants = {dataset: split_seed, **{v: parse_dataset(v).seed for v in conf.seed_variants(dataset)}}
+    variants = {
+        dataset: split_seed,
+        **{v: int(parse_dataset(v).seed or 0) for v in conf.seed_variants(dataset)},
+    }
     rows = own_primary_rows(metrics, list(variants))
     cells = [c for c in S.CELLS if c in set(rows[S.CELL])]
     models = sorted(rows[S.MODEL].unique())

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from intent_spark.core.conf import from_mapping, load_yaml
+from intent_spark.core.conf import check_keys, child, from_mapping, load_yaml
 from intent_spark.core.errors import ConfError
 from intent_spark.split.cutoff import CutoffRule
 
@@ -30,9 +31,19 @@ def load_split_conf(
     path: str | Path, dataset: str, overrides: dict[str, Any] | None = None, source: str | None = None
 ) -> SplitConf:
     """The protocol conf for one dataset: file defaults, its ``datasets:`` entry (else that of its
-    ``source``: ``cct_mcc`` of ``cct``), then overrides."""
+    ``source``: ``cct_mcc`` of ``cct``), then overrides. Every key of the file is checked, those
+    of every ``datasets:`` entry too, so a typo fails before any split."""
+    where = str(path)
     raw = load_yaml(Path(path))
+    fields = [f.name for f in dataclasses.fields(SplitConf)]
+    check_keys(raw, [*fields, "datasets"], where)
     per_dataset = raw.pop("datasets", None) or {}
+    if not isinstance(per_dataset, dict):
+        raise ConfError(f"{child(where, 'datasets')}: expected a mapping of dataset names to settings")
+    for name, settings in per_dataset.items():
+        if not isinstance(settings, dict):
+            raise ConfError(f"{child(where, f'datasets.{name}')}: expected a mapping, got {settings!r}")
+        check_keys(settings, fields, child(where, f"datasets.{name}"))
     entry = per_dataset.get(dataset) or per_dataset.get(source) or {}
     merged = {**raw, **entry, **(overrides or {})}
     for key in ("manual_cutoff", "manual_val_cutoff"):
@@ -41,9 +52,8 @@ def load_split_conf(
             try:
                 merged[key] = datetime.fromisoformat(str(value))
             except ValueError:
-                raise ConfError(f"{path}: {key} {value!r} is not a date (YYYY-MM-DD)") from None
-    rule = from_mapping(CutoffRule, merged.pop("rule", {}) or {}, f"{path}.rule")
-    try:
-        return SplitConf(rule=rule, **merged)
-    except TypeError as exc:
-        raise ConfError(f"{path}: {exc}") from None
+                raise ConfError(f"{child(where, key)}: {value!r} is not a date (YYYY-MM-DD)") from None
+    rule = from_mapping(CutoffRule, merged.pop("rule", {}) or {}, child(where, "rule"))
+    dates = {k: merged.pop(k) for k in ("manual_cutoff", "manual_val_cutoff") if k in merged}
+    conf: SplitConf = from_mapping(SplitConf, merged, where)
+    return dataclasses.replace(conf, rule=rule, **dates)

@@ -3,6 +3,8 @@ place later stages (model inputs, leak counts) learn who is new and which period
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -14,7 +16,7 @@ from intent_spark.split.cells import label_events, training_events
 SPLITS = (S.TEST, S.VAL)
 
 
-def split_cutoffs(spark: SparkSession, lake: str, dataset: str) -> dict[str, object]:
+def split_cutoffs(spark: SparkSession, lake: str, dataset: str) -> dict[str, datetime]:
     """``{split: cutoff}`` from the splits table (two rows per dataset, never events)."""
     rows = read_table(spark, lake, S.SPLITS, dataset).select(S.SPLIT, S.CUTOFF).collect()
     return {r[S.SPLIT]: r[S.CUTOFF] for r in rows}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -195,7 +196,7 @@ def run_protocol_split(
     share = labelled.agg(
         (F.count(F.when(~F.col(S.IS_NEW) & (F.col(S.PERIOD) == S.PAST), True)) / F.count(F.lit(1))).alias("s")
     ).first()  # one aggregate row
-    row = (
+    row: tuple[Any, ...] = (
         dataset,
         S.TEST,
         source[S.CUTOFF],

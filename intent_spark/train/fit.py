@@ -109,6 +109,8 @@ def train(
     ):
         for split in splits:
             arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, dataset, split))
+            if model in NEURAL:  # initial weights from the model's seed, not from what ran before
+                torch.manual_seed(conf.sasrec(model).seed)
             fitted = build_model(model, arrays, conf)
             meta = {
                 "split": split,
