@@ -177,6 +177,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.verbose:
         os.environ["INTENT_VERBOSE"] = "1"
+    session = sys.modules.get("intent_spark.lake.session")
+    if session is not None:
+        session.LAUNCHED.clear()  # a session started before this command is not its own
     try:
         return int(args.func(args))
     except (IntentError, ConfError, ValueError) as exc:
@@ -185,13 +188,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _spark_log_hint() -> str:
-    """Where Spark's own log of this process went, when a session was built and is quiet."""
-    if os.environ.get("INTENT_VERBOSE") == "1" or "pyspark" not in sys.modules:
+    """Where Spark's own log went, when this command started Spark with its output kept quiet."""
+    session = sys.modules.get("intent_spark.lake.session")
+    launched = getattr(session, "LAUNCHED", [])
+    if not launched or not launched[-1].exists() or not launched[-1].stat().st_size:
         return ""
-    from intent_spark.lake.session import log_file
-
-    path = log_file()
-    return f" (Spark's log: {path})" if path.exists() and path.stat().st_size else ""
+    return f" (Spark's log: {launched[-1]})"
 
 
 if __name__ == "__main__":

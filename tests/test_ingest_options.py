@@ -123,7 +123,7 @@ def test_parquet_source_and_reingest_replaces_only_its_dataset(spark, tmp_path, 
 
 
 def test_conf_errors_name_the_file_and_key(tmp_path):
-    with pytest.raises(ConfError, match=r"events: unknown key\(s\) \['usr'\]"):
+    with pytest.raises(ConfError, match=r"x.yaml: events.usr: unknown key; did you mean 'user'\?"):
         from_mapping(SourceConf, {"name": "x", "events": {"usr": "a"}}, "x.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nevents: [unclosed\n")
@@ -182,6 +182,5 @@ def test_split_on_an_empty_lake_is_one_line_error(spark, tmp_path, capsys):
     assert main(["split", "--dataset", "rees46", "--lake", str(tmp_path / "lake")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        f"intent split: error: {tmp_path / 'lake'}/events: no such table in the lake "
-        "(run the stage that writes events first)"
+        f"intent split: error: {tmp_path / 'lake'}: no events of rees46; ingest rees46 first (`intent ingest`)"
     ]

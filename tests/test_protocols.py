@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+from pyspark.sql import functions as F
 from test_split import _fixture_rows
 
 from intent_spark.checks.verify import lake_datasets, verify_dataset
@@ -85,3 +86,27 @@ def test_verify_flags_the_leave_last_out_leak_and_not_the_intent_future_cells(sp
     }  # fmt: skip
     # test_split's test_counts_and_verify_pass runs every INTENT check on this lake.
     assert lake_datasets(spark, protocol_lake) == ["toy"]
+
+
+def test_a_variant_names_what_it_needs_first(spark, tmp_path, capsys):
+    """A protocol variant takes its source's test cutoff and holdout, so the source is split
+    first; a seed variant needs only the source's events; an unknown variant is refused."""
+    from intent_spark.cli import main
+    from intent_spark.lake.tables import write_dataset
+
+    lake = str(tmp_path / "lake")
+    assert main(["split", "--dataset", "hand.seed3", "--lake", lake]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"intent split: error: {lake}: no events of hand; ingest hand first (`intent ingest`)"
+    )
+    write_dataset(_events(spark).withColumn(S.DATASET, F.lit("hand")), lake, S.EVENTS, "hand")
+    assert main(["split", "--dataset", "hand.leave_last_out", "--lake", lake]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "intent split: error: hand.leave_last_out: split hand first: "
+        "hand.leave_last_out takes its test cutoff and holdout"
+    )
+    cutoffs = ["--cutoff", "2024-04-01", "--val-cutoff", "2024-03-01"]
+    assert main(["split", "--dataset", "hand.seed3", "--lake", lake, *cutoffs]) == 0
+    assert {r.seed for r in read_table(spark, lake, S.SPLITS, "hand.seed3").collect()} == {3}
+    assert main(["split", "--dataset", "hand.seeds", "--lake", lake]) == 2
+    assert "unknown variant 'seeds'; known: leave_last_out, horizon, seedN" in capsys.readouterr().err

@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import parse_dataset
-from intent_spark.evaluate.leaks import leaked_targets, targets_preceding_training
-from intent_spark.lake.checksum import table_checksum
+from intent_spark.evaluate.leaks import leaked_targets
+from intent_spark.lake.checksum import table_checksums
 from intent_spark.lake.tables import has_table, ingested_source, read_table, source_table
 
 MAX_TARGETS_PER_PERIOD = 100
@@ -75,142 +75,158 @@ def check_split(
     ``population`` is the split's events: all events for the test split, the test split's
     training events for the validation split. ``model_inputs`` is the split's (catalogue,
     train_sequences) when the train stage has built them.
+
+    Each check is a count of violating rows. The counts of one frame are one aggregate row
+    (the events, the targets joined to their events and items, ...), and the rows are joined
+    into one, so the checks of a split are one Spark job over a handful of shuffles.
     """
     name = split[S.SPLIT]
-    cutoff = split[S.CUTOFF]
-    pending: list[tuple[str, DataFrame, str]] = []
-
-    def record(check: str, violating: DataFrame, detail: str) -> None:
-        pending.append((check, violating, detail))
-
+    cutoff = F.lit(split[S.CUTOFF])
     source = parse_dataset(key or dataset).source
-    recomputed = holdout.withColumn(
-        "_expected", held_out(F.col(S.USER_ID), split["holdout_fraction"], split["seed"], source, name)
-    )
-    record(
-        "holdout_matches_hash",
-        recomputed.where(F.col(S.IS_NEW) != F.col("_expected")),
-        "is_new differs from the seeded hash",
-    )
-    truth = recomputed.select(S.USER_ID, F.col("_expected").alias(S.IS_NEW))
-    population = population.join(holdout.select(S.USER_ID), S.USER_ID)
+    checks: list[tuple[str, Column, str]] = []  # (check, its count over its frame, detail)
+    frames: list[tuple[DataFrame, list[tuple[str, Column, str]]]] = []
+
+    def count(check: str, violating: Column, detail: str) -> None:
+        checks.append((check, F.count(F.when(violating, True)), detail))
+
+    def frame(rows: DataFrame) -> None:
+        frames.append((rows, list(checks)))
+        checks.clear()
+
+    expected = held_out(F.col(S.USER_ID), split["holdout_fraction"], split["seed"], source, name)
+    truth = holdout.select(S.USER_ID, F.col(S.IS_NEW).alias("_stored"), expected.alias(NEW))
+    count("holdout_matches_hash", F.col("_stored") != F.col(NEW), "is_new differs from the seeded hash")
+    frame(truth)
+
     # Most checks read the labelled events or the split's targets: computed once and kept on
-    # local disk, not the heap, they are not re-planned and re-joined per check.
+    # local disk, not the heap, they are not re-planned per check.
     labelled = (
-        population.join(truth.select(S.USER_ID, F.col(S.IS_NEW).alias(NEW)), S.USER_ID)
-        .withColumn(BEFORE, F.col(S.TS) < F.lit(cutoff))
+        population.join(truth, S.USER_ID)
+        .withColumn(BEFORE, F.col(S.TS) < cutoff)
         .persist(StorageLevel.DISK_ONLY)
     )
-    population = labelled.select(*population.columns)
     training = labelled.where(~F.col(NEW) & F.col(BEFORE))
-    record(
+    in_training = ~F.col(NEW) & F.col(BEFORE)
+    count(
         "no_new_user_in_training",
-        training.join(truth.where(F.col(S.IS_NEW)), S.USER_ID),
+        in_training & F.col("_stored"),
         "a held-out user's event is in the training events",
     )
-    record(
+    count(
         "training_before_cutoff",
-        training.where(F.col(S.TS) >= F.lit(cutoff)),
+        in_training & (F.col(S.TS) >= cutoff),
         "a training event at or after the cutoff",
     )
+    frame(labelled)
 
     seen = training.select(S.ITEM_ID).distinct().withColumn("_seen", F.lit(True))
-    cell = expected_cell(
-        F.col(S.IS_NEW), F.col(S.TS) < F.lit(cutoff), F.coalesce(F.col("_seen"), F.lit(False))
-    )
     split_targets = targets.where(F.col(S.SPLIT) == name).persist(StorageLevel.DISK_ONLY)
-    checked = split_targets.join(truth, S.USER_ID, "left").join(seen, S.ITEM_ID, "left")
-    record(
+    events = labelled.select(S.USER_ID, S.SEQ, F.col(S.ITEM_ID).alias("_item"), F.col(S.TS).alias("_ts"))
+    # Per user of the split: held out or not (by the hash), and their first event.
+    users = truth.select(S.USER_ID, NEW).join(
+        labelled.groupBy(S.USER_ID).agg(F.min(F.struct(S.TS, S.SEQ)).alias("_first")), S.USER_ID, "left"
+    )
+    checked = (
+        split_targets.join(users, S.USER_ID, "left")
+        .join(events, [S.USER_ID, S.SEQ], "left")
+        .join(seen, S.ITEM_ID, "left")
+    )
+    cell = expected_cell(F.col(NEW), F.col(S.TS) < cutoff, F.coalesce(F.col("_seen"), F.lit(False)))
+    count(
         "target_cell_consistent",
-        checked.where(F.col(S.IS_NEW).isNull() | (F.col(S.CELL) != cell)),
+        F.col(NEW).isNull() | (F.col(S.CELL) != cell),
         "a target's cell disagrees with its user, period or item",
     )
-
-    matched = split_targets.join(
-        population.select(S.USER_ID, S.SEQ, F.col(S.ITEM_ID).alias("_item"), F.col(S.TS).alias("_ts")),
-        [S.USER_ID, S.SEQ],
-        "left",
-    )
-    record(
+    count(
         "targets_are_events",
-        matched.where(
-            F.col("_item").isNull() | (F.col("_item") != F.col(S.ITEM_ID)) | (F.col("_ts") != F.col(S.TS))
-        ),
+        F.col("_item").isNull() | (F.col("_item") != F.col(S.ITEM_ID)) | (F.col("_ts") != F.col(S.TS)),
         "a target is not an event of its user",
     )
-    first = population.groupBy(S.USER_ID).agg(F.min(F.struct(S.TS, S.SEQ)).alias("_first"))
-    with_first = split_targets.join(first, S.USER_ID, "left")
-    record(
+    count(
         "target_has_earlier_event",
-        with_first.where(F.col("_first").isNull() | (F.struct(S.TS, S.SEQ) <= F.col("_first"))),
+        F.col("_first").isNull() | (F.struct(S.TS, S.SEQ) <= F.col("_first")),
         "a target is its user's first event (no context)",
     )
-    period = F.when(F.col(S.TS) < F.lit(cutoff), F.lit(S.PAST)).otherwise(F.lit(S.FUTURE))
+    frame(checked)
+
+    period = F.when(F.col(S.TS) < cutoff, F.lit(S.PAST)).otherwise(F.lit(S.FUTURE))
     per_period = split_targets.groupBy(S.USER_ID, period.alias(S.PERIOD)).count()
-    record(
+    count(
         "at_most_100_targets_per_period",
-        per_period.where(F.col("count") > MAX_TARGETS_PER_PERIOD),
+        F.col("count") > MAX_TARGETS_PER_PERIOD,
         "more than 100 targets for a user and period",
     )
-    duplicates = split_targets.groupBy(S.USER_ID, S.SEQ).count().where(F.col("count") > 1)
-    record("targets_unique", duplicates, "the same event is a target twice")
+    frame(per_period)
+    duplicates = split_targets.groupBy(S.USER_ID, S.SEQ).count()
+    count("targets_unique", F.col("count") > 1, "the same event is a target twice")
+    frame(duplicates)
 
     recount = split_targets.groupBy(S.CELL).agg(
         F.count_distinct(S.USER_ID).alias("_users"), F.count(F.lit(1)).alias("_targets")
     )
     stored = counts.where(F.col(S.SPLIT) == name).select(S.CELL, "n_users", "n_targets")
-    reconciled = stored.join(recount, S.CELL, "full_outer").where(
-        ~F.col("n_users").eqNullSafe(F.col("_users")) | ~F.col("n_targets").eqNullSafe(F.col("_targets"))
+    count(
+        "counts_reconcile",
+        ~F.col("n_users").eqNullSafe(F.col("_users")) | ~F.col("n_targets").eqNullSafe(F.col("_targets")),
+        "split_counts differ from the targets table",
     )
-    record("counts_reconcile", reconciled, "split_counts differ from the targets table")
+    frame(stored.join(recount, S.CELL, "full_outer"))
     if model_inputs is not None:
         catalogue, sequences = model_inputs
-        record(
+        with_new = sequences.join(truth.select(S.USER_ID, NEW), S.USER_ID, "left")
+        count(
             "model_inputs_before_cutoff",
-            sequences.where(F.col(S.LAST_TS) >= F.lit(cutoff)),
+            F.col(S.LAST_TS) >= cutoff,
             "a training sequence holds an event at or after the cutoff",
         )
-        # What leave-last-out gets wrong: the model trained on a period it is then scored on.
-        record(
-            "model_inputs_end_before_future_targets",
-            targets_preceding_training(
-                sequences.select(F.col(S.LAST_TS).alias(S.TS)),
-                split_targets.where(F.col(S.TS) >= F.lit(cutoff)),
-            ),
-            "a future target precedes an event the model trained on",
-        )
-        record(
+        count(
             "model_inputs_known_users",
-            sequences.join(truth.where(F.col(S.IS_NEW)), S.USER_ID),
+            F.coalesce(F.col(NEW), F.lit(False)),
             "a held-out user's events are in the training sequences",
         )
+        frame(with_new)
+        # What leave-last-out gets wrong: the model trained on a period it is then scored on.
+        last_trained = sequences.agg(F.max(S.LAST_TS).alias("_last_trained"))
+        count(
+            "model_inputs_end_before_future_targets",
+            F.col(S.TS) < F.col("_last_trained"),
+            "a future target precedes an event the model trained on",
+        )
+        frame(split_targets.where(F.col(S.TS) >= cutoff).crossJoin(last_trained))
         trained = training.groupBy(S.ITEM_ID).agg(F.count(F.lit(1)).alias("_count"))
-        record(
+        counted = F.coalesce(F.col("_count"), F.lit(0))
+        count(
             "catalogue_counts_training_only",
-            catalogue.join(trained, S.ITEM_ID, "full_outer").where(
-                ~F.coalesce(F.col("_count"), F.lit(0)).eqNullSafe(F.col(S.TRAIN_COUNT))
-                | (F.col(S.SEEN) != (F.coalesce(F.col("_count"), F.lit(0)) > 0))
-            ),
+            ~counted.eqNullSafe(F.col(S.TRAIN_COUNT)) | (F.col(S.SEEN) != (counted > 0)),
             "a catalogue item's training count or seen flag differs from the training events",
         )
+        frame(catalogue.join(trained, S.ITEM_ID, "full_outer"))
     try:
-        return count_violations(dataset, name, pending)
+        return count_violations(dataset, name, frames)
     finally:
         labelled.unpersist()
         split_targets.unpersist()
 
 
 def count_violations(
-    dataset: str, split: str, pending: list[tuple[str, DataFrame, str]]
+    dataset: str, split: str, frames: list[tuple[DataFrame, list[tuple[str, Column, str]]]]
 ) -> list[CheckResult]:
-    """Count every check's violating rows in one Spark job (a union of tagged rows)."""
-    tagged = [violating.select(F.lit(check).alias("check")) for check, violating, _ in pending]
-    union = tagged[0]
-    for frame in tagged[1:]:
-        union = union.unionByName(frame)
-    # One row per failed check name, not per violating row.
-    counts = {r.check: r["count"] for r in union.groupBy("check").count().collect()}
-    return [CheckResult(dataset, split, check, counts.get(check, 0), detail) for check, _, detail in pending]
+    """Every check's count in one Spark job: an aggregate per frame, as (check, count) rows,
+    all in one union."""
+    parts = []
+    for rows, checks in frames:
+        aggregate = rows.agg(*[counted.alias(check) for check, counted, _ in checks])
+        pairs = [F.struct(F.lit(check).alias("check"), F.col(check).alias("n")) for check, _, _ in checks]
+        parts.append(aggregate.select(F.explode(F.array(*pairs)).alias("_c")).select("_c.check", "_c.n"))
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    found = {r["check"]: r["n"] for r in union.collect()}  # one row per check
+    return [
+        CheckResult(dataset, split, check, int(found[check]), detail)
+        for _, checks in frames
+        for check, _, detail in checks
+    ]
 
 
 def verify_protocol(spark: SparkSession, lake: str, dataset: str) -> list[CheckResult]:
@@ -227,9 +243,10 @@ def _checksum_results(spark: SparkSession, lake: str, dataset: str) -> list[Chec
     # One row per checksummed table.
     stored = {r.table: (r.rows, r.checksum) for r in read_table(spark, lake, S.CHECKSUMS, dataset).collect()}
     results = []
-    for table in sorted({*MANIFEST_TABLES, *stored}):
-        found = table_checksum(read_table(spark, lake, table, dataset).drop(S.DATASET))
-        value = (found.rows, found.checksum)
+    names = sorted({*MANIFEST_TABLES, *stored})
+    recomputed = table_checksums({t: read_table(spark, lake, t, dataset).drop(S.DATASET) for t in names})
+    for table in names:
+        value = (recomputed[table].rows, recomputed[table].checksum)
         differs = stored.get(table) != value
         detail = f"manifest {stored.get(table)} but recomputed {value}" if differs else ""
         results.append(CheckResult(dataset, "-", f"checksum_{table}", int(differs), detail))

@@ -250,16 +250,17 @@ def ingest_source(
                 events = spark.createDataFrame([], S.EVENTS_SCHEMA)
                 rejects = file_rejects
             progress(f"{name}: parsing and writing events")
-            write_dataset(events, lake, S.EVENTS, name)
+            written_rows = {S.EVENTS: write_dataset(events, lake, S.EVENTS, name)}
             progress(f"{name}: writing rejects")
-            write_dataset(rejects, lake, S.REJECTS, name)
+            written_rows[S.REJECTS] = write_dataset(rejects, lake, S.REJECTS, name)
             written = read_table(spark, lake, S.EVENTS, name)
             progress(f"{name}: writing items")
             if catalogue is None:
                 catalogue = read_catalogue(spark, conf, raw_root, name, checked, written, progress)
-            write_dataset(catalogue, lake, S.ITEMS, name)
+            written_rows[S.ITEMS] = write_dataset(catalogue, lake, S.ITEMS, name)
             progress(f"{name}: writing users")
-            write_dataset(read_profiles(spark, conf, raw_root, name, progress), lake, S.USERS, name)
+            profiles = read_profiles(spark, conf, raw_root, name, progress)
+            written_rows[S.USERS] = write_dataset(profiles, lake, S.USERS, name)
             progress(f"{name}: reconciling raw rows with events and rejects")
             manifest = file_manifest(
                 checked, written, read_table(spark, lake, S.REJECTS, name), name, event_files
@@ -276,10 +277,10 @@ def ingest_source(
         dataset=name,
         files=int(totals[0]),
         raw_rows=int(totals[1] or 0),
-        events=read_table(spark, lake, S.EVENTS, name).count(),
-        rejects=read_table(spark, lake, S.REJECTS, name).count(),
-        items=read_table(spark, lake, S.ITEMS, name).count(),
-        users=read_table(spark, lake, S.USERS, name).count(),
+        events=written_rows[S.EVENTS],
+        rejects=written_rows[S.REJECTS],
+        items=written_rows[S.ITEMS],
+        users=written_rows[S.USERS],
     )
 
 

@@ -72,6 +72,9 @@ logger.jetty.level = warn
 """
 
 
+LAUNCHED: list[Path] = []  # the log of the JVM this process launched quietly, if it did
+
+
 def log_file() -> Path:
     """Where this process's Spark logs go: ``$INTENT_LOG_DIR`` or the temp folder, one per process."""
     folder = Path(os.environ.get(LOG_DIR_ENV) or Path(tempfile.gettempdir()) / "intent-spark-logs")
@@ -223,6 +226,8 @@ def build_session(
             builder = builder.config(key, value)
     with _jvm_output_to_log(quiet):
         session = builder.getOrCreate()
+    if quiet:
+        LAUNCHED.append(log_file())
     session.sparkContext.setLogLevel(os.environ.get("INTENT_SPARK_LOG_LEVEL", "ERROR"))
     check_known_settings(session, overrides or {})
     return session

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
+import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import parse_dataset
 from intent_spark.core.errors import IntentError
+from intent_spark.lake.files import filesystem
 
 # A variant of a dataset (``amazon_hk.leave_last_out``, ``amazon_hk.seed1``) is split and scored
 # under its own name but reads its source's ingested tables: nothing is copied.
@@ -33,8 +37,9 @@ def table_path(lake: str, table: str) -> str:
     return f"{lake.rstrip('/')}/{table}"
 
 
-def write_dataset(df: DataFrame, lake: str, table: str, dataset: str, **partition: str) -> None:
-    """Replace one dataset's partition of a table in a single Delta transaction.
+def write_dataset(df: DataFrame, lake: str, table: str, dataset: str, **partition: str) -> int:
+    """Replace one dataset's partition of a table in a single Delta transaction; return the rows
+    it wrote (from the commit's own metrics: no second read of the table).
 
     ``partition`` narrows the replaced part further (``model="sasrec"`` on ``ranks``). Other
     rows are untouched, and a failed write leaves the previous version intact.
@@ -53,6 +58,33 @@ def write_dataset(df: DataFrame, lake: str, table: str, dataset: str, **partitio
         .partitionBy(*S.TABLE_PARTITIONS.get(table, (S.DATASET,)))
         .save(table_path(lake, table))
     )
+    written = committed_rows(table_path(lake, table), replaced)
+    if written is None:  # another writer committed since, or metrics off: count what is there
+        return int(read_table(df.sparkSession, lake, table, dataset).where(replaced).count())
+    return written
+
+
+def committed_rows(path: str, predicate: str) -> int | None:
+    """``numOutputRows`` of a table's newest commit when that commit replaced ``predicate``;
+    None when the newest commit is another (a concurrent writer's) or has no metrics."""
+    system, root = filesystem(path if "://" in path else str(Path(path).resolve()))
+    log = f"{root.rstrip('/')}/_delta_log"
+    commits = [
+        info.path
+        for info in system.get_file_info(pafs.FileSelector(log, allow_not_found=True))
+        if info.path.endswith(".json") and info.base_name[:-5].isdigit()
+    ]
+    if not commits:
+        return None
+    with system.open_input_stream(max(commits)) as stream:
+        lines = stream.read().decode("utf-8").splitlines()
+    for line in lines:
+        info = json.loads(line).get("commitInfo")
+        if info is not None:
+            rows = (info.get("operationMetrics") or {}).get("numOutputRows")
+            same = (info.get("operationParameters") or {}).get("predicate") == predicate
+            return int(rows) if same and rows is not None else None
+    return None
 
 
 def has_table(spark: SparkSession, lake: str, table: str) -> bool:

@@ -10,6 +10,7 @@ that did not finish; ``plan`` says, without running anything, which tasks would 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from functools import partial
@@ -100,6 +101,7 @@ class Runner:
         self.planned_runs: set[tuple[str, str, str | None]] = set()  # in a plan: tasks that would run
         self.parent: str | None = None  # the benchmark's MLflow run
         self.page: Path | None = None
+        self.seconds: dict[str, float] = {}  # stage -> seconds its tasks ran in this run
         self._spark: Any = None
         self._uri: str | None = None
 
@@ -523,17 +525,23 @@ class Runner:
         try:
             for task in tasks:
                 if task.stage == "report":
+                    started = time.monotonic()
                     try:
                         task.work()
                     except Exception as exc:
                         raise StageFailed("report", "the run", exc) from exc
+                    self.seconds["report"] = time.monotonic() - started
                     continue
                 inputs = task.inputs()
                 if inputs is None:
                     raise RuntimeError(
                         f"{task.name} of {task.dataset}: inputs unknown after the tasks before it ran"
                     )
-                self.log(task.dataset).run(task.name, inputs, task.work)
+                log = self.log(task.dataset)
+                if log.run(task.name, inputs, task.work):
+                    self.seconds[task.stage] = (
+                        self.seconds.get(task.stage, 0.0) + log.done[task.name]["seconds"]
+                    )
                 self.done[task.key] = inputs
             ok = True
         finally:
@@ -579,6 +587,9 @@ def run_pipeline(runner: Runner) -> int:
         where = Path(lake) / "reports" / "split"
         runner.progress(f"done: lake at {lake}; split reports in {where} (no models in {runner.conf.path})")
         return 0
+    if runner.seconds:
+        spent = ", ".join(f"{stage} {seconds:.0f}s" for stage, seconds in runner.seconds.items())
+        runner.progress(f"time per stage: {spent}")
     runner.progress(
         f"MLflow runs (benchmark run {runner.parent}): mlflow ui --backend-store-uri {runner.uri}"
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -63,7 +64,7 @@ class StageLog:
         self._fs, self._path = filesystem(f"{lake.rstrip('/')}/_stages/{self.dataset}.json")
         try:
             with self._fs.open_input_stream(self._path) as stream:
-                self.done: dict[str, dict[str, str]] = json.loads(stream.read().decode())
+                self.done: dict[str, dict[str, Any]] = json.loads(stream.read().decode())
         except FileNotFoundError:
             self.done = {}
 
@@ -75,11 +76,16 @@ class StageLog:
             return False
         if self.done.pop(stage, None) is not None:
             self._save()  # a stage killed half-way must not look finished
+        started = time.monotonic()
         try:
             work()
         except Exception as exc:
             raise StageFailed(stage, self.dataset, exc) from exc
-        self.done[stage] = {"inputs": inputs, "finished": datetime.now(UTC).isoformat(timespec="seconds")}
+        self.done[stage] = {
+            "inputs": inputs,
+            "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+            "seconds": round(time.monotonic() - started, 2),
+        }
         self._save()
         return True
 

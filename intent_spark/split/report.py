@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -29,7 +30,10 @@ def split_summary(spark: SparkSession, lake: str, dataset: str) -> dict[str, Any
         split_holdout = holdout.where(F.col(S.SPLIT) == name)
         # The validation split lives inside the test split's training period.
         population = events if name == S.TEST else events.where(F.col(S.TS) < F.lit(rows[S.TEST][S.CUTOFF]))
-        labelled = label_events(population, split_holdout, row[S.CUTOFF])
+        # read by the history, the seen shares and the histogram: joined once
+        labelled = label_events(population, split_holdout, row[S.CUTOFF]).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
         training = training_events(labelled)
         history = (
             training.groupBy(S.USER_ID)
@@ -100,6 +104,7 @@ def split_summary(spark: SparkSession, lake: str, dataset: str) -> dict[str, Any
                 for r in buckets.orderBy("start").collect()
             ],
         }
+        labelled.unpersist()
     return summary
 
 

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
-from intent_spark.lake.checksum import table_checksum
+from intent_spark.lake.checksum import table_checksums
 from intent_spark.lake.tables import ingest_record, read_table, source_table, write_dataset
 from intent_spark.split.cells import seen_items, training_events, with_period
 from intent_spark.split.conf import SplitConf
@@ -194,11 +194,8 @@ def _split_tables(spark, lake, dataset, conf, progress) -> list[SplitOutcome]:
 
 
 def compute_checksums(spark: SparkSession, lake: str, dataset: str) -> dict[str, tuple[int, str]]:
-    found = {}
-    for table in CHECKSUMMED_TABLES:
-        result = table_checksum(read_table(spark, lake, table, dataset).drop(S.DATASET))
-        found[table] = (result.rows, result.checksum)
-    return found
+    tables = {table: read_table(spark, lake, table, dataset).drop(S.DATASET) for table in CHECKSUMMED_TABLES}
+    return {table: (c.rows, c.checksum) for table, c in table_checksums(tables).items()}
 
 
 def write_checksums(spark: SparkSession, lake: str, dataset: str) -> None:

@@ -70,13 +70,16 @@ def score(
     device = pick_device()
     staging = f"{lake.rstrip('/')}/_staging/ranks/{dataset}/{model}"
     metrics: dict[str, float] = {}
+    # a row per split: how many targets each must rank
+    per_split = read_table(spark, lake, S.TARGETS, dataset).groupBy(S.SPLIT).count().collect()
+    targets = {r[S.SPLIT]: r["count"] for r in per_split}
     with tempfile.TemporaryDirectory() as tmp:
         folder = download_artifacts(tracking_uri, run.info.run_id, "model", tmp)
         for split in splits:
             arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, dataset, split))
             fitted = load_model(model, folder / split, arrays, conf, device)
             urls = split_files(spark, lake, S.SCORE_EVENTS, dataset, split)
-            expected = read_table(spark, lake, S.TARGETS, dataset).where(F.col(S.SPLIT) == split).count()
+            expected = targets.get(split, 0)
             seconds, written = rank_split(
                 fitted,
                 urls,
@@ -150,7 +153,7 @@ def write_ranks(
     ranks = targets.join(staged, [S.SPLIT, S.SEQ]).select(
         S.DATASET, S.SPLIT, S.CELL, F.lit(model).alias(S.MODEL), S.USER_ID, S.SEQ, S.RANK, S.TIED
     )
-    write_dataset(ranks, lake, S.RANKS, dataset, model=model)
+    written = write_dataset(ranks, lake, S.RANKS, dataset, model=model)
     fs, path = filesystem(staging)
     fs.delete_dir(path)
-    return read_table(spark, lake, S.RANKS, dataset).where(F.col(S.MODEL) == model).count()
+    return written
