@@ -123,6 +123,7 @@ def log_run_metrics(tracking_uri: str, run_id: str, metrics: dict[str, float]) -
 
 def download_artifacts(tracking_uri: str, run_id: str, artifact_path: str, dst: str | Path) -> Path:
     """A run's artifact folder (``model``, ``model/test``) copied under ``dst``; its local path."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # progress is ours to print
     import mlflow
 
     return Path(
