@@ -96,6 +96,9 @@ def score(
     return rows
 
 
+STAGED_SCHEMA = f"{S.SEQ} bigint, {S.RANK} double, {S.TIED} bigint"  # what rank_split stages
+
+
 def rank_split(fitted, urls, conf, device, out_path, expected, progress) -> tuple[float, int]:
     """Rank one split's targets and stage ``seq, rank`` as Parquet; return (seconds, targets)."""
     import pyarrow as pa
@@ -148,7 +151,11 @@ def write_ranks(
     targets = read_table(spark, lake, S.TARGETS, dataset)
     staged = None
     for split in splits:
-        part = spark.read.parquet(f"{staging}/{split}.parquet").withColumn(S.SPLIT, F.lit(split))
+        part = (
+            spark.read.schema(STAGED_SCHEMA)  # known: no job to infer it from the files
+            .parquet(f"{staging}/{split}.parquet")
+            .withColumn(S.SPLIT, F.lit(split))
+        )
         staged = part if staged is None else staged.unionByName(part)
     ranks = targets.join(staged, [S.SPLIT, S.SEQ]).select(
         S.DATASET, S.SPLIT, S.CELL, F.lit(model).alias(S.MODEL), S.USER_ID, S.SEQ, S.RANK, S.TIED
