@@ -21,6 +21,9 @@ import numpy as np
 import torch
 
 from intent_spark.lake.readers import UserBlock
+from intent_spark.train.conf import ScoringSettings
+from models.interface import Catalogue, HistoryModel
+from models.next_item import NextItemNetwork, scoring_model
 from models.popularity import Popularity
 from models.repeat_last import RepeatLast
 from models.sasrec import NegativeSampler, SASRec, SASRecConf, SASRecF
@@ -28,6 +31,7 @@ from models.scoring import rank_blocks
 from models.training import pick_device
 
 CONF = SASRecConf()
+SCORING = ScoringSettings()
 
 
 def user_blocks(n_items: int, users: int, history: int, targets: int, seed: int) -> list[UserBlock]:
@@ -57,7 +61,29 @@ def build(model: str, n_items: int, device: torch.device):
 
 
 def chunk_items(device: torch.device) -> int:
-    return CONF.score_chunk_items_gpu if device.type == "cuda" else CONF.score_chunk_items
+    return SCORING.score_chunk_items_gpu if device.type == "cuda" else SCORING.score_chunk_items
+
+
+class CountModel(HistoryModel):
+    """A count model built here, as the model interface ranks it."""
+
+    name = "bench_count"
+
+    def __init__(self, inner, n_items: int) -> None:
+        super().__init__(
+            Catalogue(np.ones(n_items + 1, dtype=np.int64), np.zeros((n_items + 1, 1))), None, None
+        )
+        self.inner = inner
+
+    def rank_and_ties(self, items, targets):
+        return self.inner.rank_and_ties(items, targets)
+
+
+def as_model(model, device: torch.device):
+    """What ``rank_blocks`` takes: a model of the interface."""
+    if isinstance(model, NextItemNetwork):
+        return scoring_model(model, device)
+    return CountModel(model, model.n_items)
 
 
 def time_scoring(model, blocks, device: torch.device, limit=None) -> tuple[float, list[float]]:
@@ -72,13 +98,13 @@ def time_scoring(model, blocks, device: torch.device, limit=None) -> tuple[float
     def rank(some) -> int:
         done = 0
         for seqs, *_ in rank_blocks(
-            model,
+            as_model(model, device),
             some,
             context=CONF.context,
-            batch_size=CONF.score_batch,
+            batch_size=SCORING.score_batch,
             chunk_items=chunk_items(device),
             device=device,
-            fuse_from_items=CONF.score_fuse_from_items,
+            fuse_from_items=SCORING.score_fuse_from_items,
         ):
             done += seqs.shape[0]
         return done
@@ -100,7 +126,7 @@ def time_scoring(model, blocks, device: torch.device, limit=None) -> tuple[float
 def encoder_rate(model, device: torch.device, rounds: int = 8) -> float:
     """Contexts per second through ``encode_last`` alone: the part of scoring that does not
     depend on the catalogue."""
-    contexts = torch.randint(1, model.n_trained + 1, (CONF.score_batch, CONF.context), device=device)
+    contexts = torch.randint(1, model.n_trained + 1, (SCORING.score_batch, CONF.context), device=device)
     model.eval()
     table = model.catalogue_matrix()  # what scoring passes: inputs looked up, not rebuilt
     model.encode_last(contexts, table)
@@ -109,7 +135,7 @@ def encoder_rate(model, device: torch.device, rounds: int = 8) -> float:
         model.encode_last(contexts, table)
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return rounds * CONF.score_batch / (time.perf_counter() - start)
+    return rounds * SCORING.score_batch / (time.perf_counter() - start)
 
 
 def matmul_limits(targets: int, n_items: int, device: torch.device) -> tuple[float, float, float]:

@@ -56,10 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         stage = sub.add_parser(name, help=what)
         stage.add_argument("--dataset", required=True)
-        stage.add_argument("--model", required=True, help="popularity, repeat_last, sasrec or sasrec_f")
+        stage.add_argument(
+            "--model",
+            required=True,
+            help="a registered model (`intent models` lists them) or a module:Class spec",
+        )
         stage.add_argument("--lake", required=True)
         stage.add_argument("--models-conf", help="model settings (default conf/models.yaml)")
-        stage.add_argument("--steps", type=int, help="override the training steps of the neural models")
+        stage.add_argument(
+            "--steps", type=int, help="override the training steps of every model that has them"
+        )
         stage.add_argument(
             "--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)"
         )
@@ -159,6 +165,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-mlflow", action="store_true", help="write the files only")
     _add_spark_flags(rep)
     rep.set_defaults(func=commands.cmd_report)
+
+    listed = sub.add_parser(
+        "models", help="every registered model: where it comes from, its kind and conf defaults"
+    )
+    listed.add_argument(
+        "--models-conf", help="show the values of this models conf (default conf/models.yaml)"
+    )
+    listed.set_defaults(func=commands.cmd_models)
 
     cmp = sub.add_parser("compare", help="print MLflow metrics of chosen runs side by side")
     cmp.add_argument("--lake", help="the lake whose default MLflow store to read")

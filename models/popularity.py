@@ -12,9 +12,12 @@ items), with at most 100 targets per period.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from models.interface import HistoryModel
 
 USER_WEIGHT_TENTHS = 7  # 0.7, fixed by SPEC 4
 GLOBAL_WEIGHT_TENTHS = 3
@@ -22,8 +25,6 @@ GLOBAL_WEIGHT_TENTHS = 3
 
 class Popularity:
     """``train_counts[i]`` is g(i) for catalogue index i in 1..N (index 0 is padding)."""
-
-    name = "popularity"
 
     def __init__(self, train_counts: np.ndarray) -> None:
         counts = np.asarray(train_counts, dtype=np.int64)
@@ -86,3 +87,22 @@ class Popularity:
             ranks[k] = 1.0 + higher + (tied - 1) / 2.0
             ties[k] = tied - 1
         return ranks, ties
+
+
+class PopularityModel(HistoryModel):
+    """Popularity through the model interface: its counts are what it learns and saves."""
+
+    name = "popularity"
+
+    def fit(self, training) -> dict[str, float | str]:
+        self.model = Popularity(self.catalogue.train_counts)
+        return {}
+
+    def save(self, folder: Path) -> None:
+        np.save(folder / "train_counts.npy", self.model.train_counts)
+
+    def load(self, folder: Path) -> None:
+        self.model = Popularity(np.load(folder / "train_counts.npy"))
+
+    def rank_and_ties(self, items: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.model.rank_and_ties(items, targets)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from models.interface import HistoryModel
+
 
 class RepeatLast:
-    name = "repeat_last"
-
     def __init__(self, n_items: int) -> None:
         self.n_items = n_items
 
@@ -27,3 +27,13 @@ class RepeatLast:
         targets = np.asarray(targets, dtype=np.int64)
         hit = items[targets] == items[targets - 1]
         return np.where(hit, 1.0, 2.0 + (self.n_items - 2) / 2.0), np.where(hit, 0, self.n_items - 2)
+
+
+class RepeatLastModel(HistoryModel):
+    """Fits nothing: scored straight from the catalogue, without a train run."""
+
+    name = "repeat_last"
+    fits = False
+
+    def rank_and_ties(self, items: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return RepeatLast(self.catalogue.n_items).rank_and_ties(items, targets)

@@ -15,40 +15,25 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from models.next_item import NegativeSampler, NextItemConf, NextItemModel, NextItemNetwork
+
+__all__ = ["NegativeSampler", "SASRec", "SASRecConf", "SASRecF", "SASRecFModel", "SASRecModel"]
+
 
 @dataclass(frozen=True)
-class SASRecConf:
+class SASRecConf(NextItemConf):
     """Hyperparameters, fixed in ``conf/models.yaml`` before any test score."""
 
     blocks: int = 2
-    dims: int = 64
     heads: int = 1
-    context: int = 50
-    dropout: float = 0.2
-    steps: int = 20_000
-    batch_size: int = 256
-    learning_rate: float = 0.001
-    weight_decay: float = 0.0
-    full_softmax_max_items: int = 100_000
-    negatives: int = 8192
-    shuffle_buffer: int = 10_000
-    seed: int = 0
     id_dropout: float = 0.5
-    score_batch: int = 128  # contexts encoded and ranked at once when scoring
-    score_chunk_items: int = 1_000_000  # scores per product on the CPU (a block of items, in cache)
-    score_fuse_from_items: int = 50_000  # from this catalogue size the CPU compiles its ranking
-    score_chunk_items_gpu: int = 256_000_000
 
 
-class SASRec(nn.Module):
-    name = "sasrec"
+class SASRec(NextItemNetwork):
+    conf: SASRecConf
 
     def __init__(self, n_items: int, n_trained: int, conf: SASRecConf) -> None:
-        super().__init__()
-        self.n_items = n_items
-        self.n_trained = n_trained
-        self.conf = conf
-        self.id_embedding = nn.Embedding(n_trained + 1, conf.dims, padding_idx=0)
+        super().__init__(n_items, n_trained, conf)
         self.position = nn.Embedding(conf.context, conf.dims)
         layer = nn.TransformerEncoderLayer(
             conf.dims,
@@ -61,22 +46,8 @@ class SASRec(nn.Module):
         self.encoder = nn.TransformerEncoder(layer, conf.blocks, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(conf.dims)
         self.input_dropout = nn.Dropout(conf.dropout)
-        nn.init.normal_(self.id_embedding.weight, std=conf.dims**-0.5)
-        with torch.no_grad():
-            self.id_embedding.weight[0].zero_()
+        self.init_id_embedding()
 
-    # --- item vectors ---
-    def item_vectors(self, items: torch.Tensor) -> torch.Tensor:
-        """Vectors of catalogue indices (any shape); untrained and padding indices give zeros."""
-        trained = items.clamp(max=self.n_trained) * (items <= self.n_trained)
-        return self.id_embedding(trained)
-
-    def scorable(self) -> torch.Tensor:
-        """Which catalogue indices 0..N get a real score."""
-        index = torch.arange(self.n_items + 1, device=self.id_embedding.weight.device)
-        return (index >= 1) & (index <= self.n_trained)
-
-    # --- sequence encoder ---
     def _embedded(
         self, sequences: torch.Tensor, item_table: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -119,35 +90,8 @@ class SASRec(nn.Module):
         state = state + last.linear2(last.activation(last.linear1(last.norm2(state))))
         return self.norm(state)
 
-    # --- training loss ---
-    def loss(self, sequences: torch.Tensor, sampler: NegativeSampler | None = None) -> torch.Tensor:
-        """Next-item cross entropy over training items, from (B, L + 1) left-padded rows."""
-        inputs, targets = sequences[:, :-1], sequences[:, 1:]
-        states = self.encode(inputs)
-        valid = (inputs != 0) & (targets != 0)
-        states, targets = states[valid], targets[valid]
-        if sampler is None:
-            every = torch.arange(self.n_trained + 1, device=states.device)
-            logits = states @ self.item_vectors(every).T
-            logits[:, 0] = float("-inf")
-            return nn.functional.cross_entropy(logits, targets)
-        return sampler.loss(states, targets, self.item_vectors)
-
-    # --- scoring ---
-    @torch.no_grad()
-    def catalogue_scores(self, contexts: torch.Tensor) -> torch.Tensor:
-        """(B, N + 1) scores of every catalogue index after each (B, L) context; -inf where unscorable."""
-        catalogue = self.catalogue_matrix()
-        scores = self.encode_last(contexts, catalogue) @ catalogue.T
-        return scores.masked_fill(~self.scorable(), float("-inf"))
-
-    @torch.no_grad()
-    def catalogue_matrix(self) -> torch.Tensor:
-        return self.item_vectors(torch.arange(self.n_items + 1, device=self.id_embedding.weight.device))
-
 
 class SASRecF(SASRec):
-    name = "sasrec_f"
     item_tokens: torch.Tensor  # a buffer: moves with the model, saved in its state
 
     def __init__(
@@ -177,26 +121,23 @@ class SASRecF(SASRec):
         return super().scorable() | has_tokens
 
 
-class NegativeSampler:
-    """Sampled softmax with log-q correction, for catalogues where the full softmax does not fit.
+class SASRecModel(NextItemModel):
+    """SASRec through the model interface: item vectors and a causal transformer encoder."""
 
-    Negatives are drawn from the training items' unigram distribution, shared by the batch; the
-    log of each candidate's expected draw count is subtracted from its logit (Bengio & Senecal;
-    Yi et al. 2019), and a negative equal to the row's target is masked.
-    """
+    name = "sasrec"
+    Settings = SASRecConf
 
-    def __init__(self, train_counts: torch.Tensor, negatives: int) -> None:
-        probabilities = train_counts.double() / train_counts.sum()
-        self.probabilities = probabilities.float()
-        self.log_expected = torch.log(probabilities * negatives).float()
-        self.negatives = negatives
+    def build_network(self) -> NextItemNetwork:
+        return SASRec(self.catalogue.n_items, self.catalogue.n_trained, self.settings)
 
-    def loss(self, states: torch.Tensor, targets: torch.Tensor, item_vectors) -> torch.Tensor:
-        device = states.device
-        negatives = torch.multinomial(self.probabilities.to(device), self.negatives, replacement=True)
-        log_expected = self.log_expected.to(device)
-        positive = (states * item_vectors(targets)).sum(-1) - log_expected[targets]
-        negative = states @ item_vectors(negatives).T - log_expected[negatives]
-        negative = negative.masked_fill(negatives.unsqueeze(0) == targets.unsqueeze(1), float("-inf"))
-        logits = torch.cat([positive.unsqueeze(1), negative], dim=1)
-        return nn.functional.cross_entropy(logits, torch.zeros_like(targets))
+
+class SASRecFModel(NextItemModel):
+    """SASRec-F: an item's vector from its metadata tokens plus a dropped-out id embedding."""
+
+    name = "sasrec_f"
+    Settings = SASRecConf
+
+    def build_network(self) -> NextItemNetwork:
+        catalogue = self.catalogue
+        tokens = torch.from_numpy(catalogue.token_ids)
+        return SASRecF(catalogue.n_items, catalogue.n_trained, self.settings, tokens, catalogue.n_tokens)

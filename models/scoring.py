@@ -1,8 +1,10 @@
-"""Full-catalogue ranks for every target, one user block at a time (SPEC 5).
+"""Full-catalogue ranks for every target, one user block at a time (SPEC 5), for every kind of
+model of ``models.interface``, and the checks of what a model gives back.
 
-Count models (popularity, repeat-last) rank a user's targets in one pass over their history.
-Neural models score the whole catalogue for batches of contexts (the last ``context`` items
-before each target) on the GPU when there is one, and rank by comparison, never by sorting.
+History models (popularity, repeat-last) rank a user's targets in one pass over their history.
+Vector and score models see batches of contexts (the last ``context`` items before each
+target), on the GPU when there is one; the framework ranks by comparison, never by sorting,
+and the items a model cannot score tie at the bottom whatever it returned for them.
 """
 
 from __future__ import annotations
@@ -12,7 +14,17 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 import torch
 
-from models.ranking import count_higher_and_tied, fused_count_higher_and_tied, rank_in_item_blocks
+from models.interface import HISTORY, SCORES, Model
+from models.ranking import (
+    count_higher_and_tied,
+    fused_count_higher_and_tied,
+    rank_in_item_blocks,
+    rank_within_scorable,
+)
+
+
+class ModelFault(ValueError):
+    """What a model gave back breaks the interface: the wrong shape or dtype, NaN or infinity."""
 
 
 def context_windows(items: np.ndarray, targets: np.ndarray, length: int) -> np.ndarray:
@@ -26,7 +38,7 @@ def context_windows(items: np.ndarray, targets: np.ndarray, length: int) -> np.n
 
 
 def rank_blocks(
-    model,
+    model: Model,
     blocks: Iterable,
     *,
     context: int,
@@ -38,41 +50,33 @@ def rank_blocks(
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Yield ``(seqs, ranks, ties)`` arrays for the targets of the blocks, in batches.
 
-    ``batch_size`` contexts are encoded at once; their scores are computed and ranked
-    ``chunk_items`` scores at a time, a block of items for all the batch's rows
-    (``rank_in_item_blocks``), so equal item vectors tie exactly.
-    On the CPU, from ``fuse_from_items`` scorable items on, the two comparison passes run as one
-    compiled loop (``FusedCounter``).
+    Vector models: ``batch_size`` contexts are encoded at once; their scores are computed and
+    ranked ``chunk_items`` scores at a time, a block of items for all the batch's rows
+    (``rank_in_item_blocks``), so equal item vectors tie exactly. On the CPU, from
+    ``fuse_from_items`` scorable items on, the two comparison passes run as one compiled loop.
+    Score models: as many contexts at once as keep a batch's scores within ``chunk_items``.
     """
-    if hasattr(model, "rank_and_ties"):
-        done = 0
-        for block in blocks:
-            if block.targets.size:
-                yield (block.seqs, *model.rank_and_ties(block.items, block.targets))
-                done += block.targets.size
-                progress(done)
+    if model.kind == HISTORY:
+        yield from _rank_histories(model, blocks, progress)
         return
     model.eval()
-    # Only scorable items are multiplied; the others tie at -inf and are counted, not scored.
-    scorable = model.scorable()
+    scorable = _checked_mask(model.scorable(), model.catalogue.n_items).to(device)
     columns = scorable.nonzero().squeeze(1)
-    catalogue = model.catalogue_matrix()
-    matrix = catalogue[columns]
-    column_of = torch.full((scorable.shape[0],), -1, dtype=torch.long, device=columns.device)
-    column_of[columns] = torch.arange(columns.shape[0], device=columns.device)
-    n_unscorable = model.n_items - columns.shape[0]
-    fuse = device.type == "cpu" and fuse_from_items is not None and columns.shape[0] >= fuse_from_items
-    count = fused_count_higher_and_tied if fuse else count_higher_and_tied
+    column_of = torch.full((scorable.shape[0],), -1, dtype=torch.long, device=device)
+    column_of[columns] = torch.arange(columns.shape[0], device=device)
+    n_unscorable = model.catalogue.n_items - columns.shape[0]
+    if model.kind == SCORES:
+        rows = max(1, min(batch_size, chunk_items // (model.catalogue.n_items + 1)))
+        rank = _score_ranker(model, columns, n_unscorable)
+    else:
+        rows = batch_size
+        rank = _vector_ranker(model, columns, n_unscorable, chunk_items, device, fuse_from_items)
 
     def flush() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         batch = torch.from_numpy(np.concatenate(contexts)).to(device)
         target_columns = column_of[torch.from_numpy(np.concatenate(wanted)).to(device)]
         with torch.no_grad():
-            states = model.encode_last(batch, catalogue)
-            block_items = max(1, chunk_items // states.shape[0])
-            ranks, ties = rank_in_item_blocks(
-                states, matrix, target_columns, n_unscorable, block_items, count
-            )
+            ranks, ties = rank(batch, target_columns)
         return np.concatenate(seqs), ranks.cpu().numpy(), ties.cpu().numpy()
 
     contexts, wanted, seqs, pending, done = [], [], [], 0, 0
@@ -83,7 +87,7 @@ def rank_blocks(
         wanted.append(block.items[block.targets])
         seqs.append(block.seqs)
         pending += block.targets.size
-        if pending >= batch_size:
+        if pending >= rows:
             yield flush()
             done += pending
             progress(done)
@@ -91,3 +95,80 @@ def rank_blocks(
     if pending:
         yield flush()
         progress(done + pending)
+
+
+def _rank_histories(
+    model: Model, blocks: Iterable, progress: Callable[[int], None]
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    n_items, done = model.catalogue.n_items, 0
+    for block in blocks:
+        if block.targets.size:
+            ranks, ties = model.rank_and_ties(block.items, block.targets)  # type: ignore[attr-defined]
+            ranks, ties = np.asarray(ranks), np.asarray(ties)
+            expected = block.targets.shape
+            if ranks.shape != expected or ties.shape != expected:
+                raise ModelFault(f"ranks of shape {ranks.shape} and ties {ties.shape}, expected {expected}")
+            if not np.all(np.isfinite(ranks)) or np.any(ranks < 1) or np.any(ranks > n_items):
+                raise ModelFault(f"ranks outside 1..{n_items} or not finite")
+            yield block.seqs, ranks.astype(np.float64), ties.astype(np.int64)
+            done += block.targets.size
+            progress(done)
+
+
+def _vector_ranker(model, columns, n_unscorable, chunk_items, device, fuse_from_items):
+    """Ranks of a batch's targets from the model's context states and item vectors."""
+    with torch.no_grad():
+        catalogue = _checked(model.item_vectors(), "item vectors", (model.catalogue.n_items + 1, None))
+    catalogue = catalogue.to(device)
+    if not torch.isfinite(catalogue[columns]).all():
+        raise ModelFault("item vectors hold NaN or infinite values")
+    # Only scorable items are multiplied; the others tie at -inf and are counted, not scored.
+    matrix = catalogue[columns]
+    fuse = device.type == "cpu" and fuse_from_items is not None and columns.shape[0] >= fuse_from_items
+    count = fused_count_higher_and_tied if fuse else count_higher_and_tied
+
+    def rank(batch: torch.Tensor, target_columns: torch.Tensor):
+        states = _checked(model.encode(batch, catalogue), "context states", (batch.shape[0], matrix.shape[1]))
+        if not torch.isfinite(states).all():
+            raise ModelFault("context states hold NaN or infinite values")
+        block_items = max(1, chunk_items // states.shape[0])
+        return rank_in_item_blocks(states, matrix, target_columns, n_unscorable, block_items, count)
+
+    return rank
+
+
+def _score_ranker(model, columns, n_unscorable):
+    """Ranks of a batch's targets from the model's scores of the whole catalogue."""
+
+    def rank(batch: torch.Tensor, target_columns: torch.Tensor):
+        expected = (batch.shape[0], model.catalogue.n_items + 1)
+        scores = _checked(model.scores(batch), "scores", expected)[:, columns]
+        if not torch.isfinite(scores).all():
+            raise ModelFault("NaN or infinite scores for items it says it can score (never ranked)")
+        return rank_within_scorable(scores, target_columns, n_unscorable)
+
+    return rank
+
+
+def _checked(values, what: str, shape: tuple[int | None, ...]) -> torch.Tensor:
+    if not isinstance(values, torch.Tensor):
+        raise ModelFault(f"{what} must be a torch tensor, got {type(values).__name__}")
+    if not values.is_floating_point():
+        raise ModelFault(f"{what} must be floating point, got {values.dtype}")
+    if values.dim() != len(shape) or any(
+        n is not None and n != m for n, m in zip(shape, values.shape, strict=False)
+    ):
+        wanted = ", ".join("d" if n is None else str(n) for n in shape)
+        raise ModelFault(f"{what} of shape {tuple(values.shape)}, expected ({wanted})")
+    return values
+
+
+def _checked_mask(mask, n_items: int) -> torch.Tensor:
+    mask = torch.as_tensor(mask)
+    if mask.dtype != torch.bool or tuple(mask.shape) != (n_items + 1,):
+        raise ModelFault(
+            f"scorable() must be a bool tensor of shape ({n_items + 1},), got {mask.dtype} {tuple(mask.shape)}"
+        )
+    mask = mask.clone()
+    mask[0] = False  # padding is never an item
+    return mask

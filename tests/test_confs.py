@@ -42,7 +42,7 @@ def test_the_shipped_confs_load():
     ]
     full = load_run_conf(CONF_DIR / "full.yaml")
     assert {"cct", "cct_mcc", "kuairand_all_signals"} <= set(full.names) and full.compare.protocols
-    assert load_models_conf().sasrec("sasrec").steps == 20_000
+    assert load_models_conf().settings("sasrec").steps == 20_000
     assert load_split_conf(CONF_DIR / "split.yaml", "rees46").manual_cutoff is not None
     assert spark_settings("local", [])["spark.sql.shuffle.partitions"] == "8"
     for path in sorted((CONF_DIR / "sources").glob("*.yaml")):

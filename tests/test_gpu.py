@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from intent_spark.lake.readers import UserBlock
+from models.next_item import scoring_model
 from models.sasrec import SASRec, SASRecConf
 from models.scoring import rank_blocks
 from models.training import fit
@@ -38,7 +39,14 @@ def test_sasrec_ranks_agree_between_cpu_and_gpu(cuda):
     ranks = {}
     for device in (torch.device("cpu"), cuda):
         model.to(device)
-        out = rank_blocks(model, blocks, context=50, batch_size=256, chunk_items=2_000_000, device=device)
+        out = rank_blocks(
+            scoring_model(model, device),
+            blocks,
+            context=50,
+            batch_size=256,
+            chunk_items=2_000_000,
+            device=device,
+        )
         ranks[device.type] = np.concatenate([r for _, r, _ in out])
     assert np.allclose(ranks["cpu"], ranks["cuda"], rtol=0, atol=2.0)  # float ties may move by a place
 

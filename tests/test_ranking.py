@@ -153,6 +153,7 @@ def test_fused_counts_equal_the_two_passes_on_ties_and_minus_inf():
 
 def test_rank_blocks_gives_the_same_ranks_fused_or_not_in_any_chunking():
     from intent_spark.lake.readers import UserBlock
+    from models.next_item import scoring_model
     from models.sasrec import SASRec, SASRecConf
     from models.scoring import rank_blocks
 
@@ -164,7 +165,11 @@ def test_rank_blocks_gives_the_same_ranks_fused_or_not_in_any_chunking():
     blocks = [UserBlock(rng.integers(1, 31, 12), np.arange(1, 12), np.arange(11) + 11 * u) for u in range(9)]
 
     def ranked(**how):
-        out = list(rank_blocks(model, blocks, context=5, batch_size=16, device=torch.device("cpu"), **how))
+        out = list(
+            rank_blocks(
+                scoring_model(model), blocks, context=5, batch_size=16, device=torch.device("cpu"), **how
+            )
+        )
         return np.concatenate([r for _, r, _ in out]), np.concatenate([t for _, _, t in out])
 
     plain_ranks, plain_ties = ranked(chunk_items=10_000)

@@ -202,8 +202,11 @@ def compare_runs(tracking_uri: str, run_ids: list[str], dataset: str | None, pat
     return pd.DataFrame(columns).sort_index()
 
 
-def find_run(tracking_uri: str, dataset: str, model: str, run_id: str | None = None) -> Any:
-    """The given run, or the newest finished training run of (dataset, model)."""
+def find_run(
+    tracking_uri: str, dataset: str, model: str, run_id: str | None = None, *, missing_ok: bool = False
+) -> Any:
+    """The given run, or the newest finished training run of (dataset, model); None when there
+    is none and ``missing_ok``."""
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri)
@@ -219,6 +222,8 @@ def find_run(tracking_uri: str, dataset: str, model: str, run_id: str | None = N
         max_results=1,
     )
     if not runs:
+        if missing_ok:
+            return None
         raise IntentError(
             f"no trained {model} for {dataset} in {tracking_uri}: run `intent train --dataset {dataset} --model {model}`"
         )

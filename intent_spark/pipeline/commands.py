@@ -152,6 +152,24 @@ def _models_conf(args: argparse.Namespace):
     return with_steps(load_models_conf(args.models_conf), args.steps)
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    """Every registered model with its origin, kind and settings (the conf's values where it
+    sets them, else the model's defaults)."""
+    from intent_spark.train.conf import SCORING_KEYS, load_models_conf
+    from intent_spark.train.registry import registered
+    from models.interface import settings_defaults
+
+    conf = load_models_conf(args.models_conf)
+    for entry in registered().values():
+        cls = entry.load()
+        values = {**settings_defaults(cls), **conf.values(entry.name)}
+        shown = {k: v for k, v in values.items() if k not in SCORING_KEYS and k != "context"}
+        fits = "" if cls.fits else ", fits nothing"
+        print(f"{entry.name:<13} {cls.kind:<8} {entry.origin} ({entry.target}){fits}")
+        print(f"{'':<13} {', '.join(f'{k}={v}' for k, v in shown.items()) or '(no settings)'}")
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from intent_spark.lake.session import build_session
     from intent_spark.lake.tracking import default_tracking_uri

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from intent_spark.core.sources import SourceConf, at_item_level, load_source
 from intent_spark.pipeline import graph
 from intent_spark.pipeline.stages import StageFailed, StageLog, fingerprint, raw_listing
 from intent_spark.split.conf import SplitConf, load_split_conf
-from intent_spark.train.conf import NEURAL, ModelsConf, check_model, load_models_conf
+from intent_spark.train.conf import ModelsConf, check_model, load_models_conf
 
 
 @dataclass
@@ -90,8 +90,8 @@ class Runner:
         self.progress = progress
         self.spark_settings = spark_settings or {}
         self.base = Path(conf.workdir)
-        for model in conf.models:
-            check_model(model)  # before hours of ingest, not after
+        # Names (a module:Class spec by its class's name), checked before hours of ingest.
+        self.models = tuple(check_model(model) for model in conf.models)
         self.models_conf: ModelsConf = load_models_conf(
             conf.models_conf, conf.model_overrides, child(conf.path, "model_overrides")
         )
@@ -138,7 +138,7 @@ class Runner:
                 {
                     "conf": self.conf.path,
                     "datasets": ",".join(self.conf.names),
-                    "models": ",".join(self.conf.models),
+                    "models": ",".join(self.models),
                     "seed": self.conf.seed,
                 },
             )
@@ -194,7 +194,7 @@ class Runner:
         tasks = [
             task
             for stage in graph.STAGES
-            if self.conf.models or not graph.needs_models(stage.name)
+            if self.models or not graph.needs_models(stage.name)
             for task in builders[stage.name]()
         ]
         return pair_by_pair(tasks)
@@ -378,8 +378,8 @@ class Runner:
         conf = self.models_conf
         tasks = []
         for name in self.scored():
-            for model in self.conf.models:
-                settings = asdict(conf.sasrec(model)) if model in NEURAL else {}
+            for model in self.models:
+                settings = conf.logged(model)
 
                 def work(name: str = name, model: str = model) -> None:
                     train(
@@ -408,7 +408,7 @@ class Runner:
 
         tasks = []
         for name in self.scored():
-            for model in self.conf.models:
+            for model in self.models:
 
                 def work(name: str = name, model: str = model) -> None:
                     rows = score(
@@ -418,6 +418,7 @@ class Runner:
                         model,
                         self.models_conf,
                         tracking_uri=self.uri,
+                        parent_run_id=self.benchmark(),
                         progress=self.progress,
                     )
                     self.progress(f"{name} {model}: {rows:,} ranks")
@@ -473,7 +474,7 @@ class Runner:
                 )
 
             def inputs(name: str = name, floor: int = floor) -> str | None:
-                trained = {m: self.inputs_of("train", name, m) for m in self.conf.models}
+                trained = {m: self.inputs_of("train", name, m) for m in self.models}
                 transfers = [
                     self.inputs_of("transfer", t, s) for s, t in self.conf.compare.transfer if t == name
                 ]

@@ -11,24 +11,24 @@ import hashlib
 import json
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from contextlib import closing
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
 from intent_spark.lake.readers import read_catalogue, split_files, training_batches
-from intent_spark.lake.tables import read_table
+from intent_spark.lake.tables import read_table, source_table
 from intent_spark.lake.tracking import code_version, start_run
 from intent_spark.split.populations import SPLITS, split_cutoffs
-from intent_spark.train.conf import NEURAL, ModelsConf, check_model
+from intent_spark.train.conf import ModelsConf
 from intent_spark.train.inputs import build_model_inputs
-from models.popularity import Popularity
-from models.repeat_last import RepeatLast
-from models.sasrec import NegativeSampler, SASRec, SASRecConf, SASRecF
+from intent_spark.train.registry import resolve
+from models.interface import Catalogue, Model, TrainingData
 from models.training import pick_device
 
 
@@ -36,20 +36,42 @@ def stamp_digest(stamp: str) -> str:
     return hashlib.sha256(stamp.encode()).hexdigest()[:16]
 
 
-def build_model(model: str, arrays, conf: ModelsConf):
-    """A fresh model for one split's catalogue."""
+def item_texts(spark: SparkSession, lake: str, dataset: str, split: str) -> list[str]:
+    """Each catalogue item's title and metadata text by index 0..N ("" where there is none).
+    One row per item (items, not events), read only for models that ask for text."""
+    catalogue = read_table(spark, lake, S.CATALOGUE, dataset).where(F.col(S.SPLIT) == split)
+    items = source_table(spark, lake, S.ITEMS, dataset)
+    text = F.concat_ws(". ", F.col(S.TITLE), F.col(S.CATEGORY), F.col(S.BRAND))
+    rows = (
+        catalogue.select(S.ITEM_ID, S.ITEM_INDEX)
+        .join(items.select(S.ITEM_ID, text.alias("_text")), S.ITEM_ID, "left")
+        .select(S.ITEM_INDEX, F.coalesce(F.col("_text"), F.lit("")).alias("_text"))
+        .toPandas()
+    )
+    texts = [""] * (int(rows[S.ITEM_INDEX].max()) + 1 if len(rows) else 1)
+    for index, value in zip(rows[S.ITEM_INDEX].tolist(), rows["_text"].tolist(), strict=True):
+        texts[index] = value
+    return texts
+
+
+def split_catalogue(spark: SparkSession, lake: str, dataset: str, split: str) -> Catalogue:
+    """What a model gets of one split's catalogue; item texts are read when it asks."""
+    arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, dataset, split))
+    return Catalogue(arrays.train_counts, arrays.token_ids, lambda: item_texts(spark, lake, dataset, split))
+
+
+def build_model(cls: type[Model], catalogue: Catalogue, conf: ModelsConf, device) -> Model:
+    """A fresh model for one split's catalogue, its initial weights from the conf's seed (not
+    from whatever ran before in the process)."""
     import torch
 
-    if model == "popularity":
-        return Popularity(arrays.train_counts)
-    if model == "repeat_last":
-        return RepeatLast(arrays.n_items)
-    sasrec_conf = conf.sasrec(model)
-    if model == "sasrec":
-        return SASRec(arrays.n_items, arrays.n_trained, sasrec_conf)
-    return SASRecF(
-        arrays.n_items, arrays.n_trained, sasrec_conf, torch.from_numpy(arrays.token_ids), arrays.n_tokens
-    )
+    torch.manual_seed(conf.scoring(cls.name).seed)
+    try:
+        return cls(catalogue, conf.settings(cls.name), device)
+    except IntentError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a plug-in's own fault, named
+        raise IntentError(f"model {cls.name!r}: building it failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _check_splits(splits: Sequence[str]) -> list[str]:
@@ -71,12 +93,14 @@ def train(
     splits: Sequence[str] = SPLITS,
     progress: Callable[[str], None] = lambda _: None,
 ) -> str:
-    """Fit ``model`` on the training events of each split (default both: the test split and its
-    validation twin); return the MLflow run id, nested under ``parent_run_id`` (the benchmark's
-    run) when given."""
+    """Fit ``model`` (a registered name or a ``module:Class`` spec) on the training events of
+    each split (default both: the test split and its validation twin); return the MLflow run
+    id, nested under ``parent_run_id`` (the benchmark's run) when given. A model that fits
+    nothing gets its run all the same: the catalogue it was built for, its settings."""
     import torch
 
-    check_model(model)
+    cls = resolve(model)
+    name = cls.name
     splits = _check_splits(splits)
     stamp = build_model_inputs(
         spark, lake, dataset, context=conf.context, max_tokens=conf.max_tokens, progress=progress
@@ -90,7 +114,9 @@ def train(
     split_rows = read_table(spark, lake, S.SPLITS, dataset).collect()  # a row per split
     params: dict[str, Any] = {
         "dataset": dataset,
-        "model": model,
+        "model": name,
+        "model_class": f"{cls.__module__}:{cls.__qualname__}",
+        "model_kind": cls.kind,
         "context": conf.context,
         "max_tokens": conf.max_tokens,
         "inputs_stamp": stamp_digest(stamp),
@@ -100,72 +126,63 @@ def train(
         **{f"{split}_cutoff": f"{cutoff:%Y-%m-%d}" for split, cutoff in cutoffs.items()},
         **{f"{r[S.SPLIT]}_split_seed": r.seed for r in split_rows},
         S.ITEM_LEVEL: next((r[S.ITEM_LEVEL] for r in split_rows if r[S.ITEM_LEVEL]), S.DEFAULT_ITEM_LEVEL),
+        **conf.logged(name),
     }
-    if model in NEURAL:
-        params.update(asdict(conf.sasrec(model)))
     with (
-        start_run(tracking_uri, dataset, model, params, parent_run_id) as run,
+        start_run(tracking_uri, dataset, name, params, parent_run_id) as run,
         tempfile.TemporaryDirectory() as tmp,
     ):
         for split in splits:
-            arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, dataset, split))
-            if model in NEURAL:  # initial weights from the model's seed, not from what ran before
-                torch.manual_seed(conf.sasrec(model).seed)
-            fitted = build_model(model, arrays, conf)
-            meta = {
+            catalogue = split_catalogue(spark, lake, dataset, split)
+            fitted = build_model(cls, catalogue, conf, device)
+            meta: dict[str, Any] = {
                 "split": split,
-                "n_items": arrays.n_items,
-                "n_trained": arrays.n_trained,
-                "n_tokens": arrays.n_tokens,
+                "n_items": catalogue.n_items,
+                "n_trained": catalogue.n_trained,
+                "n_tokens": catalogue.n_tokens,
             }
-            run.log_params({f"{split}_n_items": arrays.n_items, f"{split}_n_trained": arrays.n_trained})
+            run.log_params({f"{split}_n_items": catalogue.n_items, f"{split}_n_trained": catalogue.n_trained})
             folder = Path(tmp) / split
             folder.mkdir()
-            if model in NEURAL:
+            where = f"{dataset} {name} {split}"
+            if cls.fits:
                 urls = split_files(spark, lake, S.TRAIN_SEQUENCES, dataset, split)
-                stats = _fit_neural(
-                    fitted,
-                    arrays,
-                    conf.sasrec(model),
-                    urls,
-                    device,
-                    lambda line, split=split: progress(f"{dataset} {model} {split}: {line}"),
+                training = TrainingData(
+                    partial(_open_batches, urls),
+                    context=conf.context,
+                    seed=conf.scoring(name).seed,
+                    device=device,
+                    progress=partial(_prefixed, progress, where),
                 )
-                run.log_metrics({f"train.{split}.{k}": v for k, v in stats.items() if k != "loss"})
-                meta["loss"] = stats["loss"]
-                torch.save(fitted.state_dict(), folder / "state.pt")
-            elif model == "popularity":
-                np.save(folder / "train_counts.npy", arrays.train_counts)
+                torch.manual_seed(training.seed)
+                stats = plugin_call(where, "fit", fitted.fit, training) or {}
+                run.log_metrics({f"train.{split}.{k}": float(v) for k, v in stats.items() if _number(v)})
+                meta.update({k: v for k, v in stats.items() if not _number(v)})
+            plugin_call(where, "save", fitted.save, folder)
             (folder / "meta.json").write_text(json.dumps(meta, indent=2))
-            progress(f"{dataset} {model} {split}: {arrays.n_items:,} items, {arrays.n_trained:,} trained")
+            progress(f"{where}: {catalogue.n_items:,} items, {catalogue.n_trained:,} trained")
         run.log_artifacts(tmp, "model")
         return run.run_id
 
 
-def _fit_neural(fitted, arrays, settings: SASRecConf, urls: list[str], device, progress) -> dict[str, Any]:
-    """Train SASRec or SASRec-F on one split's training sequences, read through Petastorm."""
-    import torch
+def _open_batches(urls: list[str], batch_size: int, shuffle_buffer: int, seed: int):
+    """The Petastorm reader over one split's training sequences; closing it stops the reader."""
+    return closing(training_batches(urls, batch_size, shuffle_buffer, seed))
 
-    from models.training import fit
 
-    torch.manual_seed(settings.seed)
-    sampler = None
-    if arrays.n_trained > settings.full_softmax_max_items:
-        counts = torch.from_numpy(arrays.train_counts[: arrays.n_trained + 1])
-        sampler = NegativeSampler(counts, settings.negatives)
-    batches = training_batches(urls, settings.batch_size, settings.shuffle_buffer, settings.seed)
+def _prefixed(progress: Callable[[str], None], where: str, line: str) -> None:
+    progress(f"{where}: {line}")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def plugin_call(where: str, what: str, method: Callable[..., Any], *args: Any) -> Any:
+    """A model's own method; its exceptions become one line naming the model and the split."""
     try:
-        stats: dict[str, Any] = fit(
-            fitted,
-            batches,
-            steps=settings.steps,
-            learning_rate=settings.learning_rate,
-            weight_decay=settings.weight_decay,
-            sampler=sampler,
-            device=device,
-            progress=progress,
-        )
-    finally:
-        batches.close()  # stops the Petastorm reader
-    stats["loss"] = "sampled_softmax" if sampler else "full_softmax"
-    return stats
+        return method(*args)
+    except IntentError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a plug-in's fault, never a bare traceback
+        raise IntentError(f"{where}: {what} failed: {type(exc).__name__}: {str(exc)[:300]}") from exc

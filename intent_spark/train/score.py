@@ -9,39 +9,38 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import numpy as np
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
-from intent_spark.lake.readers import read_catalogue, split_files, user_blocks
+from intent_spark.lake.readers import split_files, user_blocks
 from intent_spark.lake.tables import read_table, write_dataset
 from intent_spark.lake.tracking import download_artifacts, find_run, log_run_metrics
 from intent_spark.split.populations import SPLITS
-from intent_spark.train.conf import NEURAL, ModelsConf, check_model
-from intent_spark.train.fit import build_model, stamp_digest
+from intent_spark.train.conf import ModelsConf
+from intent_spark.train.fit import build_model, plugin_call, split_catalogue, stamp_digest, train
 from intent_spark.train.inputs import inputs_stamp
-from models.popularity import Popularity
+from intent_spark.train.registry import resolve
+from models.interface import Catalogue, Model
 from models.training import pick_device
 
 
-def load_model(model: str, folder: Path, arrays, conf: ModelsConf, device):
+def load_model(cls: type[Model], folder: Path, catalogue: Catalogue, conf: ModelsConf, device) -> Model:
     """A trained model back from its MLflow artifact folder for one split."""
-    import torch
-
     meta = json.loads((folder / "meta.json").read_text())
-    if meta["n_items"] != arrays.n_items or meta["n_trained"] != arrays.n_trained:
+    if meta["n_items"] != catalogue.n_items or meta["n_trained"] != catalogue.n_trained:
         raise IntentError(
-            f"{model}: trained on {meta['n_items']:,} items ({meta['n_trained']:,} trained) but the catalogue "
-            f"has {arrays.n_items:,} ({arrays.n_trained:,}); train it again"
+            f"{cls.name}: trained on {meta['n_items']:,} items ({meta['n_trained']:,} trained) but the catalogue "
+            f"has {catalogue.n_items:,} ({catalogue.n_trained:,}); train it again"
         )
-    if model == "popularity":
-        return Popularity(np.load(folder / "train_counts.npy"))
-    fitted = build_model(model, arrays, conf)
-    if model in NEURAL:
-        fitted.load_state_dict(torch.load(folder / "state.pt", map_location=device))
-        fitted.to(device)
+    fitted = build_model(cls, catalogue, conf, device)
+    plugin_call(
+        f"{cls.name} {meta['split']}",
+        f"load from its saved folder {folder.name}/",
+        fitted.load,
+        folder,
+    )
     return fitted
 
 
@@ -54,60 +53,92 @@ def score(
     *,
     tracking_uri: str,
     run_id: str | None = None,
+    parent_run_id: str | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> int:
     """Rank the full catalogue for every target of the splits the run was trained on; replace the
-    model's ``ranks``; return its rows."""
-    check_model(model)
+    model's ``ranks``; return its rows. A model that fits nothing and has no run yet gets one
+    here (``train`` without fitting), so it is scored without a train stage."""
+    cls = resolve(model)
+    name = cls.name
     stamp = stamp_digest(inputs_stamp(spark, lake, dataset, conf.context, conf.max_tokens))
-    run = find_run(tracking_uri, dataset, model, run_id)
+    run = find_run(tracking_uri, dataset, name, run_id, missing_ok=not cls.fits)
+    if run is not None and not cls.fits and run.data.params.get("inputs_stamp") != stamp and not run_id:
+        run = None  # built for another split: build it again, there is nothing to fit
+    if run is None:
+        made = train(
+            spark,
+            lake,
+            dataset,
+            model,
+            conf,
+            tracking_uri=tracking_uri,
+            parent_run_id=parent_run_id,
+            progress=progress,
+        )
+        run = find_run(tracking_uri, dataset, name, made)
     if run.data.params.get("inputs_stamp") != stamp:
         raise IntentError(
-            f"{dataset} {model}: MLflow run {run.info.run_id} was trained on another split or input settings; "
+            f"{dataset} {name}: MLflow run {run.info.run_id} was trained on another split or input settings; "
             f"run `intent train --dataset {dataset} --model {model}` again"
         )
     splits = run.data.params.get("splits", ",".join(SPLITS)).split(",")
     device = pick_device()
-    staging = f"{lake.rstrip('/')}/_staging/ranks/{dataset}/{model}"
+    staging = f"{lake.rstrip('/')}/_staging/ranks/{dataset}/{name}"
     metrics: dict[str, float] = {}
     # a row per split: how many targets each must rank
     per_split = read_table(spark, lake, S.TARGETS, dataset).groupBy(S.SPLIT).count().collect()
     targets = {r[S.SPLIT]: r["count"] for r in per_split}
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = download_artifacts(tracking_uri, run.info.run_id, "model", tmp)
-        for split in splits:
-            arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, dataset, split))
-            fitted = load_model(model, folder / split, arrays, conf, device)
-            urls = split_files(spark, lake, S.SCORE_EVENTS, dataset, split)
-            expected = targets.get(split, 0)
-            seconds, written = rank_split(
-                fitted,
-                urls,
-                conf,
-                device,
-                f"{staging}/{split}.parquet",
-                expected,
-                lambda line, split=split: progress(f"{dataset} {model} {split}: {line}"),
-            )
-            metrics[f"score.{split}.targets_per_second"] = written / seconds if seconds else 0.0
-            metrics[f"score.{split}.targets"] = float(written)
-    rows = write_ranks(spark, lake, dataset, model, staging, splits)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = download_artifacts(tracking_uri, run.info.run_id, "model", tmp)
+            for split in splits:
+                catalogue = split_catalogue(spark, lake, dataset, split)
+                fitted = load_model(cls, folder / split, catalogue, conf, device)
+                urls = split_files(spark, lake, S.SCORE_EVENTS, dataset, split)
+                seconds, written = rank_split(
+                    fitted,
+                    urls,
+                    conf,
+                    device,
+                    f"{staging}/{split}.parquet",
+                    targets.get(split, 0),
+                    lambda line, split=split: progress(f"{dataset} {name} {split}: {line}"),
+                    where=f"{dataset} {name} {split}",
+                )
+                metrics[f"score.{split}.targets_per_second"] = written / seconds if seconds else 0.0
+                metrics[f"score.{split}.targets"] = float(written)
+    except Exception:
+        drop_staging(staging)  # nothing of a failed scoring is kept
+        raise
+    rows = write_ranks(spark, lake, dataset, name, staging, splits)
     log_run_metrics(tracking_uri, run.info.run_id, metrics)
     return rows
+
+
+def drop_staging(staging: str) -> None:
+    import pyarrow.fs as pafs
+
+    from intent_spark.lake.files import filesystem
+
+    fs, path = filesystem(staging)
+    if fs.get_file_info(path).type == pafs.FileType.Directory:
+        fs.delete_dir(path)
 
 
 STAGED_SCHEMA = f"{S.SEQ} bigint, {S.RANK} double, {S.TIED} bigint"  # what rank_split stages
 
 
-def rank_split(fitted, urls, conf, device, out_path, expected, progress) -> tuple[float, int]:
-    """Rank one split's targets and stage ``seq, rank`` as Parquet; return (seconds, targets)."""
+def rank_split(fitted, urls, conf, device, out_path, expected, progress, where) -> tuple[float, int]:
+    """Rank one split's targets and stage ``seq, rank`` as Parquet; return (seconds, targets).
+    A model's fault (scores of the wrong shape, NaN) is one line naming ``where``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from intent_spark.lake.files import filesystem
-    from models.scoring import rank_blocks
+    from models.scoring import ModelFault, rank_blocks
 
-    settings = conf.sasrec(fitted.name) if fitted.name in NEURAL else conf.sasrec("sasrec")
+    settings = conf.scoring(fitted.name)
     chunk = settings.score_chunk_items_gpu if device.type == "cuda" else settings.score_chunk_items
     start = time.monotonic()
     last_report = [start]
@@ -124,19 +155,27 @@ def rank_split(fitted, urls, conf, device, out_path, expected, progress) -> tupl
     fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
     schema = pa.schema([(S.SEQ, pa.int64()), (S.RANK, pa.float64()), (S.TIED, pa.int64())])
     written = 0
+    blocks = rank_blocks(
+        fitted,
+        user_blocks(urls),
+        context=conf.context,
+        batch_size=settings.score_batch,
+        chunk_items=chunk,
+        device=device,
+        fuse_from_items=settings.score_fuse_from_items,
+        progress=report,
+    )
     with fs.open_output_stream(path) as sink, pq.ParquetWriter(sink, schema) as writer:
-        for seqs, ranks, ties in rank_blocks(
-            fitted,
-            user_blocks(urls),
-            context=conf.context,
-            batch_size=settings.score_batch,
-            chunk_items=chunk,
-            device=device,
-            fuse_from_items=settings.score_fuse_from_items,
-            progress=report,
-        ):
-            writer.write_table(pa.table({S.SEQ: seqs, S.RANK: ranks, S.TIED: ties}, schema=schema))
-            written += seqs.shape[0]
+        try:
+            for seqs, ranks, ties in blocks:
+                writer.write_table(pa.table({S.SEQ: seqs, S.RANK: ranks, S.TIED: ties}, schema=schema))
+                written += seqs.shape[0]
+        except ModelFault as fault:
+            raise IntentError(f"{where}: {fault}; nothing written") from None
+        except IntentError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the model's own scoring code failed
+            raise IntentError(f"{where}: scoring failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
     if written != expected:
         raise IntentError(f"scored {written:,} targets but the split has {expected:,}")
     return time.monotonic() - start, written
@@ -146,8 +185,6 @@ def write_ranks(
     spark: SparkSession, lake: str, dataset: str, model: str, staging: str, splits: Sequence[str]
 ) -> int:
     """Join staged ranks to their targets (cell, user) and replace the model's ranks partition."""
-    from intent_spark.lake.files import filesystem
-
     targets = read_table(spark, lake, S.TARGETS, dataset)
     staged = None
     for split in splits:
@@ -161,6 +198,5 @@ def write_ranks(
         S.DATASET, S.SPLIT, S.CELL, F.lit(model).alias(S.MODEL), S.USER_ID, S.SEQ, S.RANK, S.TIED
     )
     written = write_dataset(ranks, lake, S.RANKS, dataset, model=model)
-    fs, path = filesystem(staging)
-    fs.delete_dir(path)
+    drop_staging(staging)
     return written

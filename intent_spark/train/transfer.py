@@ -25,7 +25,8 @@ from intent_spark.lake.tracking import download_artifacts, find_run
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.inputs import build_model_inputs, first_token_ids, token_vocabulary
 from intent_spark.train.score import rank_split, write_ranks
-from models.sasrec import SASRecF
+from models.interface import Catalogue
+from models.sasrec import SASRecF, SASRecFModel
 from models.training import pick_device
 
 # A token's own match comes before the matches of its words.
@@ -135,15 +136,18 @@ def score_transfer(
     if len(rows):
         tokens[rows[S.ITEM_INDEX].to_numpy()] = np.stack(rows[S.TOKEN_IDS].to_numpy())
     device = pick_device()
-    # No item of the target is a trained id of the source: the model scores by tokens alone.
-    fitted = SASRecF(len(rows), 0, conf.sasrec(model), torch.from_numpy(tokens), source_arrays.n_tokens)
+    # No item of the target is a trained id of the source: the model scores by tokens alone,
+    # with the source's token vocabulary.
+    settings = conf.settings(model)
+    fitted = SASRecFModel(Catalogue(np.zeros(len(rows) + 1, dtype=np.int64), tokens), settings, device)
+    network = SASRecF(len(rows), 0, settings, torch.from_numpy(tokens), source_arrays.n_tokens)
     with tempfile.TemporaryDirectory() as tmp:
         folder = download_artifacts(tracking_uri, run.info.run_id, f"model/{S.TEST}", tmp)
         state = torch.load(folder / "state.pt", map_location=device)
-    state["id_embedding.weight"] = torch.zeros_like(fitted.id_embedding.weight)
-    state["item_tokens"] = fitted.item_tokens
-    fitted.load_state_dict(state)
-    fitted.to(device).eval()
+    state["id_embedding.weight"] = torch.zeros_like(network.id_embedding.weight)
+    state["item_tokens"] = network.item_tokens
+    network.load_state_dict(state)
+    fitted.network = network.to(device).eval()
     targets = read_table(spark, lake, S.TARGETS, target).where(F.col(S.SPLIT) == S.TEST)
     staging = f"{lake.rstrip('/')}/_staging/ranks/{target}/{name}"
     rank_split(
@@ -154,6 +158,7 @@ def score_transfer(
         f"{staging}/{S.TEST}.parquet",
         targets.count(),
         lambda line: progress(f"{target} {name}: {line}"),
+        where=f"{target} {name}",
     )
     written = write_ranks(spark, lake, target, name, staging, [S.TEST])
     shared = shared_cutoffs(spark, lake, (source, target))

@@ -1,0 +1,241 @@
+"""The model interface: what the benchmark hands a model and what a model gives back.
+
+A model is a class, registered by name (built in, a Python entry point in group
+``intent_spark.models``, or a ``module:Class`` spec). The framework owns the data path, the
+rank rule of SPEC 5 (items a model cannot score tie at the bottom), batching, progress, MLflow
+and Delta; a model owns only its maths. It gives back one of:
+
+- ``VectorsModel``: item vectors and a context encoder; the framework ranks their dot
+  products in item blocks, tie-aware (items with equal vectors tie exactly);
+- ``ScoresModel``: scores of a block of contexts against the whole catalogue; the framework
+  ranks them with the same rule. NaN or infinite scores of a scorable item are an error;
+- ``HistoryModel``: for count models whose exact ranks come from a whole user history in one
+  pass (popularity, repeat-last); the framework checks what they return.
+
+Every model says which catalogue indices it can score (``scorable``); the others tie at the
+bottom whatever it returns for them. ``docs/write-your-own-model.md`` walks through one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+VECTORS, SCORES, HISTORY = "vectors", "scores", "history"
+KINDS = (VECTORS, SCORES, HISTORY)
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """One split's catalogue, every array indexed by catalogue index 0..N (0 is padding).
+
+    Indices 1..S are the items seen in training (by training count, most first), S+1..N the
+    items that appear only after the cutoff or only for held-out users.
+    """
+
+    train_counts: np.ndarray  # int64 (N + 1,): the item's events in the training split
+    token_ids: np.ndarray  # int64 (N + 1, max_tokens): metadata tokens, training vocabulary, 0 = none
+    text_loader: Callable[[], list[str]] = field(default=lambda: [], repr=False, compare=False)
+
+    @property
+    def n_items(self) -> int:
+        return self.train_counts.shape[0] - 1
+
+    @property
+    def n_trained(self) -> int:
+        return int(np.count_nonzero(self.train_counts[1:]))
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.token_ids.max(initial=0))
+
+    @property
+    def seen(self) -> np.ndarray:
+        """bool (N + 1,): the item has training events."""
+        return self.train_counts > 0
+
+    def texts(self) -> list[str]:
+        """Each item's title and metadata text ("" where the source has none), by index 0..N.
+        Read from the lake when first asked: only models that set ``needs_text`` pay for it."""
+        texts = self.text_loader()
+        if len(texts) != self.n_items + 1:
+            raise ValueError(f"{len(texts)} item texts for a catalogue of {self.n_items} items")
+        return texts
+
+
+class TrainingData:
+    """What ``fit`` gets: the split's training sequences, the device and a progress line.
+
+    ``batches(batch_size)`` opens the Petastorm reader over the training split: an endless,
+    shuffled stream of int64 tensors (batch_size, context + 1), left-padded with 0, each row a
+    user's consecutive training items (SPEC 4). Use it as a context manager so the reader stops.
+    """
+
+    def __init__(
+        self,
+        open_batches: Callable[[int, int, int], AbstractContextManager[Iterator[torch.Tensor]]],
+        *,
+        context: int,
+        seed: int,
+        device: torch.device,
+        progress: Callable[[str], None],
+    ) -> None:
+        self._open = open_batches
+        self.context = context
+        self.seed = seed
+        self.device = device
+        self.progress = progress
+
+    def batches(
+        self, batch_size: int, shuffle_buffer: int = 10_000
+    ) -> AbstractContextManager[Iterator[torch.Tensor]]:
+        return self._open(batch_size, shuffle_buffer, self.seed)
+
+
+@dataclass(frozen=True)
+class NoSettings:
+    """A model without hyperparameters."""
+
+
+class Model:
+    """The base of every model. A subclass sets ``name`` (how runs, ranks and reports call it),
+    ``Settings`` (a frozen dataclass: its hyperparameters and their defaults, filled from the
+    models conf), and implements one of the three kinds below.
+
+    The framework builds a model as ``cls(catalogue, settings, device)`` with torch seeded from
+    the conf's ``seed``; then calls ``fit`` (unless ``fits`` is False) and ``save``, or ``load``
+    on a model built the same way.
+    """
+
+    name: ClassVar[str] = ""
+    kind: ClassVar[str] = ""
+    Settings: ClassVar[type] = NoSettings
+    fits: ClassVar[bool] = True  # False: nothing to learn, scored without a train run
+    needs_text: ClassVar[bool] = False  # True: the framework reads item texts for the catalogue
+
+    def __init__(self, catalogue: Catalogue, settings: Any, device: torch.device) -> None:
+        self.catalogue = catalogue
+        self.settings = settings
+        self.device = device
+
+    def fit(self, training: TrainingData) -> dict[str, float | str]:
+        """Learn from the training split; return what to log (numbers become MLflow metrics)."""
+        return {}
+
+    def save(self, folder: Path) -> None:
+        """Write what ``load`` needs into ``folder`` (logged to MLflow as the model's artifact)."""
+
+    def load(self, folder: Path) -> None:
+        """Read back what ``save`` wrote, into a model built for the same catalogue."""
+
+    def scorable(self) -> torch.Tensor:
+        """bool (N + 1,): the indices this model gives a real score; by default every item."""
+        mask = torch.ones(self.catalogue.n_items + 1, dtype=torch.bool)
+        mask[0] = False
+        return mask
+
+    def eval(self) -> Model:
+        """Called before scoring (a torch model switches dropout off here)."""
+        return self
+
+
+class VectorsModel(Model):
+    """A dot-product model: score(item | context) = encode(context) . item_vectors()[item]."""
+
+    kind = VECTORS
+
+    def item_vectors(self) -> torch.Tensor:
+        """float (N + 1, dims): every catalogue index's vector, on ``self.device``."""
+        raise NotImplementedError
+
+    def encode(self, contexts: torch.Tensor, item_vectors: torch.Tensor) -> torch.Tensor:
+        """float (B, dims) from (B, context) left-padded catalogue indices (0 = none); the
+        last column is the item just before the target. ``item_vectors`` is what
+        ``item_vectors()`` returned, so an encoder that embeds its inputs need not rebuild it."""
+        raise NotImplementedError
+
+
+class ScoresModel(Model):
+    """Any model: scores of a block of contexts against the whole catalogue."""
+
+    kind = SCORES
+
+    def scores(self, contexts: torch.Tensor) -> torch.Tensor:
+        """float (B, N + 1) from (B, context) left-padded catalogue indices; higher is better,
+        equal scores tie. Columns the model cannot score (``scorable``) are ignored."""
+        raise NotImplementedError
+
+
+class HistoryModel(Model):
+    """A count model ranking a user's targets from their whole history in one exact pass."""
+
+    kind = HISTORY
+
+    def rank_and_ties(self, items: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For one user's history ``items`` (catalogue indices in time order) and ascending
+        target positions ``targets`` (>= 1): each target's rank given ``items[:t]`` by the rule
+        of SPEC 5, and how many other items tie with it."""
+        raise NotImplementedError
+
+
+def settings_defaults(cls: type[Model]) -> dict[str, Any]:
+    """A model's hyperparameters and their defaults, as ``intent models`` lists them."""
+    return {f.name: _default(f) for f in dataclasses.fields(cls.Settings)}
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def train_steps(
+    module: torch.nn.Module,
+    loss: Callable[[torch.Tensor], torch.Tensor],
+    batches: Iterator[torch.Tensor],
+    *,
+    steps: int,
+    learning_rate: float,
+    weight_decay: float = 0.0,
+    device: torch.device,
+    progress: Callable[[str], None] = lambda _: None,
+) -> dict[str, float | str]:
+    """The shared training loop: ``steps`` Adam steps of ``loss(rows)`` on batches of
+    (B, context + 1) rows, a progress line every tenth; the same code on the GPU and the CPU."""
+    module.to(device).train()
+    optimiser = torch.optim.Adam(module.parameters(), lr=learning_rate, weight_decay=weight_decay)
+    start = time.monotonic()
+    report_every = max(1, steps // 10)
+    loss_sum, loss_count, last_loss = 0.0, 0, float("nan")
+    for step in range(1, steps + 1):
+        rows = next(batches).to(device, dtype=torch.long)
+        value = loss(rows)
+        optimiser.zero_grad(set_to_none=True)
+        value.backward()
+        optimiser.step()
+        last_loss = float(value.detach())
+        loss_sum, loss_count = loss_sum + last_loss, loss_count + 1
+        if step % report_every == 0 or step == steps:
+            elapsed = time.monotonic() - start
+            rate = step / elapsed if elapsed else float("inf")
+            progress(
+                f"step {step:,}/{steps:,}, loss {loss_sum / loss_count:.4f}, "
+                f"{rate:.1f} steps/s, about {(steps - step) / rate:.0f}s left"
+            )
+            loss_sum, loss_count = 0.0, 0
+    elapsed = time.monotonic() - start
+    return {
+        "train_seconds": elapsed,
+        "steps_per_second": steps / elapsed if elapsed else 0.0,
+        "final_loss": last_loss,
+    }
