@@ -74,14 +74,16 @@ class Catalogue:
 class TrainingData:
     """What ``fit`` gets: the split's training sequences, the device and a progress line.
 
-    ``batches(batch_size)`` opens the Petastorm reader over the training split: an endless,
-    shuffled stream of int64 tensors (batch_size, context + 1), left-padded with 0, each row a
-    user's consecutive training items (SPEC 4). Use it as a context manager so the reader stops.
+    ``batches(batch_size)`` opens the Petastorm reader over the training split: a shuffled
+    stream of int64 tensors (batch_size, context + 1), left-padded with 0, each row a user's
+    consecutive training items (SPEC 4; every training transition is in exactly one row). It is
+    endless, or ``epochs`` passes over every row (a count model reads one). Use it as a context
+    manager so the reader stops.
     """
 
     def __init__(
         self,
-        open_batches: Callable[[int, int, int], AbstractContextManager[Iterator[torch.Tensor]]],
+        open_batches: Callable[[int, int, int, int | None], AbstractContextManager[Iterator[torch.Tensor]]],
         *,
         context: int,
         seed: int,
@@ -95,9 +97,9 @@ class TrainingData:
         self.progress = progress
 
     def batches(
-        self, batch_size: int, shuffle_buffer: int = 10_000
+        self, batch_size: int, shuffle_buffer: int = 10_000, epochs: int | None = None
     ) -> AbstractContextManager[Iterator[torch.Tensor]]:
-        return self._open(batch_size, shuffle_buffer, self.seed)
+        return self._open(batch_size, shuffle_buffer, self.seed, epochs)
 
 
 @dataclass(frozen=True)

@@ -88,9 +88,10 @@ def read_catalogue(urls: list[str]) -> CatalogueArrays:
 
 
 def training_batches(
-    urls: list[str], batch_size: int, shuffle_buffer: int, seed: int
+    urls: list[str], batch_size: int, shuffle_buffer: int, seed: int, epochs: int | None = None
 ) -> Generator[Any, None, None]:
-    """An endless stream of shuffled (batch_size, context + 1) training rows as torch tensors."""
+    """Shuffled (batch_size, context + 1) training rows as torch tensors: an endless stream, or
+    ``epochs`` passes over every row."""
     from petastorm import make_batch_reader
     from petastorm.pytorch import BatchedDataLoader
 
@@ -101,7 +102,7 @@ def training_batches(
         make_batch_reader(
             urls,
             schema_fields=[S.ITEMS_COLUMN],
-            num_epochs=None,
+            num_epochs=epochs,
             shuffle_row_groups=True,
             seed=seed,
             reader_pool_type="dummy",

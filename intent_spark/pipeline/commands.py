@@ -159,9 +159,15 @@ def cmd_models(args: argparse.Namespace) -> int:
     from intent_spark.train.registry import registered
     from models.interface import settings_defaults
 
+    from intent_spark.core.errors import IntentError
+
     conf = load_models_conf(args.models_conf)
     for entry in registered().values():
-        cls = entry.load()
+        try:
+            cls = entry.load()
+        except IntentError as exc:  # listed all the same: the listing is where one looks first
+            print(f"{entry.name:<13} {'?':<8} {entry.origin} ({entry.target})\n{'':<13} {exc}")
+            continue
         values = {**settings_defaults(cls), **conf.values(entry.name)}
         shown = {k: v for k, v in values.items() if k not in SCORING_KEYS and k != "context"}
         fits = "" if cls.fits else ", fits nothing"

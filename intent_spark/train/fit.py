@@ -165,9 +165,9 @@ def train(
         return run.run_id
 
 
-def _open_batches(urls: list[str], batch_size: int, shuffle_buffer: int, seed: int):
+def _open_batches(urls: list[str], batch_size: int, shuffle_buffer: int, seed: int, epochs: int | None):
     """The Petastorm reader over one split's training sequences; closing it stops the reader."""
-    return closing(training_batches(urls, batch_size, shuffle_buffer, seed))
+    return closing(training_batches(urls, batch_size, shuffle_buffer, seed, epochs))
 
 
 def _prefixed(progress: Callable[[str], None], where: str, line: str) -> None:

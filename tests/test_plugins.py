@@ -1,0 +1,305 @@
+"""The model plug-in interface: registration by name, entry point and spec; the framework's
+checks of what a model gives back; scoring a model that fits nothing; and every bad plug-in as
+a one-line error that writes nothing.
+
+The toy split is test_split's (seed 4): the test catalogue is a=1 b=2 c=3 d=4 (seen) and the
+new items e=5 q=6 y=7 z=8, so ``PrefixScores`` (score(i) = -i) ranks a target at its index.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+from pyspark.sql import functions as F
+from test_split import _fixture_rows
+
+from intent_spark.cli import main
+from intent_spark.core import schema as S
+from intent_spark.core.errors import IntentError
+from intent_spark.lake.readers import UserBlock
+from intent_spark.lake.tables import has_table, read_table, write_dataset
+from intent_spark.split.conf import SplitConf
+from intent_spark.split.stage import run_split
+from intent_spark.train import registry
+from models.interface import Catalogue
+from models.scoring import ModelFault, rank_blocks
+
+FAULTS = "plugin_faults"
+
+
+def _catalogue(n_items: int = 6, seen: int = 4) -> Catalogue:
+    counts = np.zeros(n_items + 1, dtype=np.int64)
+    counts[1 : seen + 1] = np.arange(seen, 0, -1)
+    return Catalogue(counts, np.zeros((n_items + 1, 1), dtype=np.int64))
+
+
+def _ranked(spec: str, catalogue: Catalogue | None = None):
+    cls = registry.resolve(f"{FAULTS}:{spec}")
+    model = cls(catalogue or _catalogue(), cls.Settings(), torch.device("cpu"))
+    blocks = [UserBlock(np.array([1, 2, 3, 6, 4]), np.array([1, 3, 4]), np.array([10, 11, 12]))]
+    out = list(
+        rank_blocks(model, blocks, context=2, batch_size=2, chunk_items=100, device=torch.device("cpu"))
+    )
+    return np.concatenate([r for _, r, _ in out]), np.concatenate([t for _, _, t in out])
+
+
+# --- what the framework makes of a model's scores ---
+
+
+def test_a_score_model_is_ranked_by_the_rule_with_unscorable_items_at_the_bottom():
+    ranks, ties = _ranked("PrefixScores")
+    # targets: item 2 (rank 2), item 6 (rank 6), item 4 (rank 4); every item scorable, no ties
+    assert ranks.tolist() == [2.0, 6.0, 4.0] and ties.tolist() == [0, 0, 0]
+
+
+def test_items_a_model_cannot_score_tie_at_the_bottom_whatever_it_returned():
+    class SeenOnly(registry.resolve(f"{FAULTS}:PrefixScores")):  # type: ignore[misc]
+        name = "seen_only"
+
+        def scorable(self):
+            return torch.from_numpy(self.catalogue.seen)
+
+    model = SeenOnly(_catalogue(), SeenOnly.Settings(), torch.device("cpu"))
+    blocks = [UserBlock(np.array([1, 2, 3, 6, 4]), np.array([1, 3, 4]), np.array([10, 11, 12]))]
+    ranks, ties = next(
+        rank_blocks(model, blocks, context=2, batch_size=8, chunk_items=100, device=torch.device("cpu"))
+    )[1:]
+    # item 6 is new: it and item 5 share the bottom, 1 + 4 + (2 - 1) / 2 = 5.5, one other tied
+    assert ranks.tolist() == [2.0, 5.5, 4.0] and ties.tolist() == [0, 1, 0]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("WrongShapeScores", r"scores of shape \(3, 6\), expected \(3, 7\)"),
+        ("IntegerScores", r"scores must be floating point, got torch.int64"),
+        ("NaNScores", r"NaN or infinite scores .* \(never ranked\)"),
+        ("InfiniteScores", r"NaN or infinite scores"),
+        ("NumpyScores", r"scores must be a torch tensor, got ndarray"),
+        ("NaNVectors", r"item vectors hold NaN or infinite values"),
+        ("RanksOutOfRange", r"ranks outside 1\.\.6"),
+    ],
+)
+def test_every_broken_answer_of_a_model_is_named_never_ranked(spec, message):
+    with pytest.raises(ModelFault, match=message):
+        _ranked(spec)
+
+
+# --- registration ---
+
+
+def test_built_in_models_are_registered_with_their_origin():
+    known = registry.registered()
+    assert list(known)[:6] == ["popularity", "repeat_last", "sasrec", "sasrec_f", "gru4rec", "text_encoder"]
+    assert {known[name].origin for name in list(known)[:6]} == {"built-in"}
+    assert registry.resolve("gru4rec").kind == "vectors"
+
+
+def test_an_unknown_name_lists_the_registered_models():
+    with pytest.raises(
+        IntentError, match=r"^unknown model 'bert4rec' \(registered: popularity, repeat_last, "
+    ):
+        registry.resolve("bert4rec")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            "no_such_module_xyz:Model",
+            r"^model 'no_such_module_xyz:Model' \(spec .*\): import failed: ModuleNotFoundError",
+        ),
+        (f"{FAULTS}:Missing", r"plugin_faults has no Missing"),
+        (f"{FAULTS}:NotAModel", r"is not a subclass of models.interface.Model"),
+        ("plugin_faults", r"a spec is module:Class|unknown model"),
+    ],
+)
+def test_a_spec_that_is_not_a_model_is_one_line_naming_it(spec, message):
+    with pytest.raises(IntentError, match=message):
+        registry.resolve(spec)
+
+
+def _entry_point(tmp_path, monkeypatch, name: str, target: str) -> None:
+    """A distribution on sys.path declaring one model entry point, as pip would install it."""
+    info = tmp_path / "broken_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{registry.ENTRY_POINT_GROUP}]\n{name} = {target}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry.installed.cache_clear()
+    monkeypatch.setattr(registry, "_SPECS", {})
+
+
+def test_an_entry_point_that_fails_to_import_is_named_with_its_distribution(tmp_path, monkeypatch):
+    (tmp_path / "broken_plugin_code.py").write_text("raise ImportError('needs libfoo')\n")
+    _entry_point(tmp_path, monkeypatch, "broken", "broken_plugin_code:Model")
+    try:
+        assert registry.registered()["broken"].origin == "entry point of broken-plugin"
+        with pytest.raises(
+            IntentError,
+            match=r"^model 'broken' \(entry point of broken-plugin .*\): import failed: ImportError: needs libfoo$",
+        ):
+            registry.resolve("broken")
+    finally:
+        registry.installed.cache_clear()
+
+
+def test_an_entry_point_may_not_take_a_built_in_name(tmp_path, monkeypatch):
+    _entry_point(tmp_path, monkeypatch, "sasrec", "plugin_faults:PrefixScores")
+    try:
+        with pytest.raises(
+            IntentError, match=r"model 'sasrec': entry point .* takes the name of the built-in"
+        ):
+            registry.registered()
+    finally:
+        registry.installed.cache_clear()
+
+
+def test_intent_models_lists_every_model_with_its_kind_origin_and_defaults(capsys):
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert "repeat_last   history  built-in (models.repeat_last:RepeatLastModel), fits nothing" in out
+    assert "gru4rec       vectors  built-in (models.gru4rec:GRU4RecModel)" in out
+    assert "encoder=sentence-transformers/all-MiniLM-L6-v2, recency=0.8" in out
+
+
+# --- through the train and score stages ---
+
+
+@pytest.fixture(scope="module")
+def toy(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("plugins_toy")
+    lake = str(root / "lake")
+    write_dataset(spark.createDataFrame(_fixture_rows(), S.EVENTS_SCHEMA), lake, S.EVENTS, "toy")
+    items = [("toy", item, None, None, None, []) for item in "abcdeqyz"]
+    write_dataset(spark.createDataFrame(items, S.ITEMS_SCHEMA), lake, S.ITEMS, "toy")
+    run_split(spark, lake, "toy", SplitConf(seed=4))
+    return lake, f"sqlite:///{root / 'mlflow.db'}"
+
+
+def _cli(stage: str, toy, model: str) -> list[str]:
+    lake, uri = toy
+    return [stage, "--dataset", "toy", "--model", model, "--lake", lake, "--tracking-uri", uri]
+
+
+def _ranks(spark, lake: str, model: str):
+    if not has_table(spark, lake, S.RANKS):
+        return []
+    return read_table(spark, lake, S.RANKS, "toy").where(F.col(S.MODEL) == model).collect()
+
+
+def test_a_model_that_fits_nothing_is_scored_without_a_train_run(spark, toy):
+    lake, _ = toy
+    assert main(_cli("score", toy, "repeat_last")) == 0
+    targets = read_table(spark, lake, S.TARGETS, "toy").count()
+    assert len(_ranks(spark, lake, "repeat_last")) == targets > 0
+    assert main(_cli("score", toy, f"{FAULTS}:PrefixScores")) == 0  # a spec, fitting nothing too
+    catalogue = read_table(spark, lake, S.CATALOGUE, "toy")
+    index = {(r.split, r.item_id): r.item_index for r in catalogue.collect()}
+    placed = read_table(spark, lake, S.TARGETS, "toy").select(S.SPLIT, S.SEQ, S.ITEM_ID)
+    rows = {(r.split, r.seq): r for r in placed.collect()}
+    ranked = _ranks(spark, lake, "prefix_scores")
+    assert len(ranked) == targets
+    assert all(r.rank == index[(r.split, rows[(r.split, r.seq)].item_id)] and r.tied == 0 for r in ranked)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            "NaNScores",
+            r"^intent score: error: toy nan_scores test: NaN or infinite scores .*; nothing written$",
+        ),
+        (
+            "WrongShapeScores",
+            r"^intent score: error: toy wrong_shape test: scores of shape \(\d+, 8\), expected \(\d+, 9\)",
+        ),
+        (
+            "UnloadableSave",
+            r"^intent score: error: unloadable_save test: load from its saved folder test/ failed: FileNotFoundError",
+        ),
+    ],
+)
+def test_a_bad_plugin_is_one_line_naming_the_model_and_nothing_is_written(spark, toy, capsys, spec, message):
+    lake, _ = toy
+    if spec == "UnloadableSave":
+        assert main(_cli("train", toy, f"{FAULTS}:{spec}")) == 0
+    capsys.readouterr()
+    assert main(_cli("score", toy, f"{FAULTS}:{spec}")) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    assert __import__("re").match(message, err), err
+    name = registry.resolve(f"{FAULTS}:{spec}").name
+    assert _ranks(spark, lake, name) == []
+    assert not (__import__("pathlib").Path(lake) / "_staging" / "ranks" / "toy" / name).exists()
+
+
+def test_an_unknown_model_on_the_command_line_lists_the_registered_ones(toy, capsys):
+    assert main(_cli("train", toy, "bert4rec")) == 2
+    assert "unknown model 'bert4rec' (registered: popularity, repeat_last, sasrec" in capsys.readouterr().err
+
+
+# --- the example plug-in, installed as a user would ---
+
+EXAMPLE = __import__("pathlib").Path(__file__).resolve().parent.parent / "examples" / "cooccurrence"
+
+
+@pytest.fixture(scope="module")
+def installed_example():
+    """``pip install examples/cooccurrence`` into this environment (once; a no-op after)."""
+    import importlib.metadata
+    import subprocess
+
+    try:
+        importlib.metadata.distribution("intent-cooccurrence")
+    except importlib.metadata.PackageNotFoundError:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(EXAMPLE)],
+            check=True,
+        )
+    registry.installed.cache_clear()
+    yield
+    registry.installed.cache_clear()
+
+
+def test_the_example_plugin_runs_by_name_through_every_stage(spark, installed_example, tmp_path, capsys):
+    assert registry.registered()["cooccurrence"].origin == "entry point of intent-cooccurrence"
+    conf = tmp_path / "run.yaml"
+    conf.write_text(
+        textwrap.dedent(
+            f"""\
+            workdir: {tmp_path / "work"}
+            seed: 3
+            datasets:
+              - {{name: hm, events: 3000}}
+            models: [popularity, cooccurrence]
+            """
+        )
+    )
+    assert main(["run", "--conf", str(conf)]) == 0
+    lake = str(tmp_path / "work" / "lake")
+    uri = f"sqlite:///{tmp_path / 'work' / 'mlflow.db'}"
+    first = {
+        r.seq: r.rank
+        for r in read_table(spark, lake, S.RANKS, "hm").where(F.col(S.MODEL) == "cooccurrence").collect()
+    }
+    targets = read_table(spark, lake, S.TARGETS, "hm").count()
+    assert len(first) == targets > 0
+    # the same model again by name, stage by stage: the same ranks
+    args = ["--dataset", "hm", "--lake", lake, "--tracking-uri", uri]
+    assert main(["train", "--model", "cooccurrence", *args]) == 0
+    assert main(["score", "--model", "cooccurrence", *args]) == 0
+    assert main(["evaluate", "--dataset", "hm", "--lake", lake, "--tracking-uri", uri]) == 0
+    again = {
+        r.seq: r.rank
+        for r in read_table(spark, lake, S.RANKS, "hm").where(F.col(S.MODEL) == "cooccurrence").collect()
+    }
+    assert again == first
+    metrics = read_table(spark, lake, S.METRICS, "hm").where(F.col(S.MODEL) == "cooccurrence")
+    assert metrics.count() > 0
+    report = (tmp_path / "work" / "report" / "report.md").read_text()
+    assert "cooccurrence" in report
