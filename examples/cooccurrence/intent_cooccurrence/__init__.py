@@ -48,7 +48,9 @@ class CoOccurrence(ScoresModel):
         self.keys, self.counts = keys, counts
         indices = torch.from_numpy(np.stack([keys // n, keys % n]))
         self.matrix = (
-            torch.sparse_coo_tensor(indices, torch.from_numpy(counts), (n, n)).coalesce().to(self.device)
+            torch.sparse_coo_tensor(indices, torch.from_numpy(counts), (n, n), check_invariants=False)
+            .coalesce()
+            .to(self.device)
         )
         train = torch.from_numpy(self.catalogue.train_counts.astype(np.float32)).to(self.device)
         self.prior = self.settings.prior_weight * train / (train.max() + 1)
