@@ -42,8 +42,8 @@ test-fast: setup ## the tests not marked slow
 	$(PY) -m pytest -m 'not slow and not gpu'
 
 lint: setup ## ruff (check and format) on the code, tests and benchmarks; mypy on intent_spark and models
-	$(VENV)/bin/ruff check intent_spark models jobs tests bench
-	$(VENV)/bin/ruff format --check intent_spark models jobs tests bench
+	$(VENV)/bin/ruff check intent_spark models jobs tests bench examples
+	$(VENV)/bin/ruff format --check intent_spark models jobs tests bench examples
 	$(VENV)/bin/mypy
 
 BENCH_EVENTS ?= 5000000

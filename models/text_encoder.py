@@ -38,7 +38,13 @@ class TextEncoderConf:
 
 def encode_texts(encoder: str, texts: list[str], batch: int, device: torch.device) -> np.ndarray:
     """float32 (len(texts), dims) unit vectors; zero rows for empty texts."""
+    import os
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # progress is the stage's to print
     from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
 
     try:
         model = SentenceTransformer(encoder, device=str(device))
