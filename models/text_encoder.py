@@ -54,7 +54,8 @@ def encode_texts(encoder: str, texts: list[str], batch: int, device: torch.devic
     vectors = model.encode(
         [texts[i] for i in present], batch_size=batch, normalize_embeddings=True, convert_to_numpy=True
     )
-    dims = model.get_sentence_embedding_dimension() or (vectors.shape[1] if len(present) else 0)
+    dimension = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    dims = dimension() or (vectors.shape[1] if len(present) else 0)
     out = np.zeros((len(texts), dims), dtype=np.float32)
     if present:
         out[present] = np.nan_to_num(vectors.astype(np.float32))  # a zero vector normalises to NaN

@@ -67,7 +67,7 @@ def learned(spark, split_lake, store, tmp_path_factory, monkeypatch_module):
         overrides={
             "sasrec": SHORT,
             "sasrec_f": SHORT,
-            "gru4rec": {"steps": 200, "batch_size": 64},
+            "gru4rec": {"steps": 150, "batch_size": 64},
             "text_encoder": {"encoder": str(encoder)},
         }
     )

@@ -249,16 +249,19 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "cooccurrence"
 
 
 @pytest.fixture(scope="module")
-def installed_example():
-    """``pip install examples/cooccurrence`` into this environment (once; a no-op after)."""
+def installed_example(tmp_path_factory):
+    """``pip install examples/cooccurrence`` into this environment (once; a no-op after), built
+    from a copy so that no build folder is left in the repository."""
     import importlib.metadata
+    import shutil
     import subprocess
 
     try:
         importlib.metadata.distribution("intent-cooccurrence")
     except importlib.metadata.PackageNotFoundError:
+        source = shutil.copytree(EXAMPLE, tmp_path_factory.mktemp("example") / "cooccurrence")
         subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(EXAMPLE)],
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(source)],
             check=True,
         )
     registry.installed.cache_clear()
@@ -277,7 +280,7 @@ def test_the_example_plugin_runs_by_name_through_every_stage(spark, installed_ex
             workdir: {tmp_path / "work"}
             seed: 3
             datasets:
-              - {{name: hm, events: 2000}}
+              - {{name: hm, events: 3000}}
             models: [popularity, cooccurrence]
             """
         )

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
 from intent_spark.lake.tables import read_table
+from models.interface import Catalogue
 
 
 def split_files(spark: SparkSession, lake: str, table: str, dataset: str, split: str) -> list[str]:
@@ -53,27 +54,8 @@ def read_columns(urls: list[str], fields: list[str]) -> dict[str, np.ndarray]:
     return {name: np.concatenate(chunks) if chunks else np.zeros(0) for name, chunks in parts.items()}
 
 
-@dataclass(frozen=True)
-class CatalogueArrays:
-    """One split's catalogue as arrays indexed by item index 0..N (row 0 is padding)."""
-
-    train_counts: np.ndarray  # int64 (N + 1,)
-    token_ids: np.ndarray  # int64 (N + 1, max_tokens)
-
-    @property
-    def n_items(self) -> int:
-        return self.train_counts.shape[0] - 1
-
-    @property
-    def n_trained(self) -> int:
-        return int(np.count_nonzero(self.train_counts[1:]))
-
-    @property
-    def n_tokens(self) -> int:
-        return int(self.token_ids.max(initial=0))
-
-
-def read_catalogue(urls: list[str]) -> CatalogueArrays:
+def read_catalogue(urls: list[str]) -> Catalogue:
+    """One split's catalogue as the model interface's arrays, indexed by item index 0..N."""
     columns = read_columns(urls, [S.ITEM_INDEX, S.TRAIN_COUNT, S.TOKEN_IDS])
     index = columns[S.ITEM_INDEX].astype(np.int64)
     n = int(index.max(initial=0))
@@ -84,7 +66,7 @@ def read_catalogue(urls: list[str]) -> CatalogueArrays:
     tokens = np.asarray(columns[S.TOKEN_IDS], dtype=np.int64).reshape(index.shape[0], -1)
     token_ids = np.zeros((n + 1, tokens.shape[1]), dtype=np.int64)
     token_ids[index] = tokens
-    return CatalogueArrays(counts, token_ids)
+    return Catalogue(counts, token_ids)
 
 
 def training_batches(

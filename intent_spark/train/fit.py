@@ -12,6 +12,7 @@ import json
 import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import closing
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,7 @@ def item_texts(spark: SparkSession, lake: str, dataset: str, split: str) -> list
 def split_catalogue(spark: SparkSession, lake: str, dataset: str, split: str) -> Catalogue:
     """What a model gets of one split's catalogue; item texts are read when it asks."""
     arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, dataset, split))
-    return Catalogue(arrays.train_counts, arrays.token_ids, lambda: item_texts(spark, lake, dataset, split))
+    return replace(arrays, text_loader=lambda: item_texts(spark, lake, dataset, split))
 
 
 def build_model(cls: type[Model], catalogue: Catalogue, conf: ModelsConf, device) -> Model:
