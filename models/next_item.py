@@ -118,6 +118,13 @@ class NegativeSampler:
         return nn.functional.cross_entropy(logits, torch.zeros_like(targets))
 
 
+def loss_sampler(catalogue: Catalogue, full_softmax_max_items: int, negatives: int) -> NegativeSampler | None:
+    """The sampled softmax above ``full_softmax_max_items`` training items; None: the full one."""
+    if catalogue.n_trained <= full_softmax_max_items:
+        return None
+    return NegativeSampler(torch.from_numpy(catalogue.train_counts[: catalogue.n_trained + 1]), negatives)
+
+
 class NextItemModel(VectorsModel):
     """A ``NextItemNetwork`` as a plug-in: trained on the Petastorm batches with the shared
     loop, saved as its ``state.pt``, scored by its catalogue matrix and last state."""
@@ -132,11 +139,8 @@ class NextItemModel(VectorsModel):
         raise NotImplementedError
 
     def fit(self, training: TrainingData) -> dict[str, float | str]:
-        settings, catalogue = self.settings, self.catalogue
-        sampler = None
-        if catalogue.n_trained > settings.full_softmax_max_items:
-            counts = torch.from_numpy(catalogue.train_counts[: catalogue.n_trained + 1])
-            sampler = NegativeSampler(counts, settings.negatives)
+        settings = self.settings
+        sampler = loss_sampler(self.catalogue, settings.full_softmax_max_items, settings.negatives)
         with training.batches(settings.batch_size, settings.shuffle_buffer) as batches:
             stats = train_steps(
                 self.network,

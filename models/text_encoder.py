@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from models.interface import Catalogue, TrainingData, VectorsModel, train_steps
-from models.next_item import NegativeSampler
+from models.next_item import loss_sampler
 
 
 @dataclass(frozen=True)
@@ -98,10 +98,7 @@ class TextEncoderModel(VectorsModel):
     def _fine_tune(self, training: TrainingData) -> dict[str, float | str]:
         settings, catalogue = self.settings, self.catalogue
         assert self.adapter is not None
-        sampler = None
-        if catalogue.n_trained > settings.full_softmax_max_items:
-            counts = torch.from_numpy(catalogue.train_counts[: catalogue.n_trained + 1])
-            sampler = NegativeSampler(counts, settings.negatives)
+        sampler = loss_sampler(catalogue, settings.full_softmax_max_items, settings.negatives)
         trained = torch.arange(catalogue.n_trained + 1, device=self.device)
 
         def loss(rows: torch.Tensor) -> torch.Tensor:
