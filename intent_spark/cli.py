@@ -78,6 +78,17 @@ def build_parser() -> argparse.ArgumentParser:
             stage.add_argument(
                 "--run-id", help="the MLflow training run (default: the newest for dataset and model)"
             )
+            stage.add_argument(
+                "--export",
+                metavar="FILE",
+                help="write the model's top items per target in the submission format (.parquet or .jsonl) instead of ranks",
+            )
+            stage.add_argument(
+                "--top-k", type=int, default=100, help="items per target with --export (default 100)"
+            )
+            stage.add_argument(
+                "--split", choices=("test", "val"), default="test", help="the split --export lists"
+            )
         _add_spark_flags(stage)
         stage.set_defaults(func=func)
 
@@ -92,6 +103,47 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)")
     _add_spark_flags(tr)
     tr.set_defaults(func=commands.cmd_transfer)
+
+    exp = sub.add_parser(
+        "export",
+        help="a split's tasks, catalogue and training events as files, for models outside this process",
+    )
+    exp.add_argument("--dataset", required=True)
+    exp.add_argument("--lake", required=True)
+    exp.add_argument(
+        "--out",
+        required=True,
+        help="folder for <split>/tasks.parquet, catalogue.parquet, train.parquet, FORMAT.md",
+    )
+    exp.add_argument(
+        "--split", action="append", choices=("test", "val"), help="only this split (default: every split)"
+    )
+    exp.add_argument(
+        "--context", type=int, default=200, help="earlier events kept per task, the last N (default 200)"
+    )
+    _add_spark_flags(exp)
+    exp.set_defaults(func=commands.cmd_export)
+
+    sm = sub.add_parser("submit", help="score a file of ranked lists (one per target) as model NAME -> ranks")
+    sm.add_argument("--dataset", required=True)
+    sm.add_argument("--lake", required=True)
+    sm.add_argument(
+        "--predictions",
+        required=True,
+        metavar="FILE",
+        help="Parquet or JSON Lines: target_id, items[, scores]",
+    )
+    sm.add_argument("--name", required=True, help="the model name its ranks, metrics and MLflow run get")
+    sm.add_argument(
+        "--split", choices=("test", "val"), default="test", help="the split it answers (default test)"
+    )
+    sm.add_argument(
+        "--strict", action="store_true", help="refuse the submission on any rejected row or missing target"
+    )
+    sm.add_argument("--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)")
+    sm.add_argument("--no-mlflow", action="store_true", help="write the tables only")
+    _add_spark_flags(sm)
+    sm.set_defaults(func=commands.cmd_submit)
 
     ev = sub.add_parser("evaluate", help="ranks -> user_metrics and metrics (95% intervals), MLflow metrics")
     ev.add_argument("--dataset", required=True)

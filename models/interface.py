@@ -187,6 +187,12 @@ class HistoryModel(Model):
         of SPEC 5, and how many other items tie with it."""
         raise NotImplementedError
 
+    def history_scores(self, items: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """Optional: float (T, N + 1), each target's scores of every index given ``items[:t]``
+        (column 0 ignored), consistent with ``rank_and_ties``. Only listing a model's top items
+        (``intent score --export``) needs it; ranking never does."""
+        raise NotImplementedError
+
 
 def settings_defaults(cls: type[Model]) -> dict[str, Any]:
     """A model's hyperparameters and their defaults, as ``intent models`` lists them."""

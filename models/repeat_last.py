@@ -37,3 +37,9 @@ class RepeatLastModel(HistoryModel):
 
     def rank_and_ties(self, items: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return RepeatLast(self.catalogue.n_items).rank_and_ties(items, targets)
+
+    def history_scores(self, items: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """1 for the item just before each target, 0 for every other."""
+        out = np.zeros((len(targets), self.catalogue.n_items + 1), dtype=np.float64)
+        out[np.arange(len(targets)), np.asarray(items)[np.asarray(targets, dtype=np.int64) - 1]] = 1.0
+        return out

@@ -14,12 +14,13 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 import torch
 
-from models.interface import HISTORY, SCORES, Model
+from models.interface import HISTORY, SCORES, VECTORS, HistoryModel, Model
 from models.ranking import (
     count_higher_and_tied,
     fused_count_higher_and_tied,
     rank_in_item_blocks,
     rank_within_scorable,
+    vector_keys,
 )
 
 
@@ -172,3 +173,130 @@ def _checked_mask(mask, n_items: int) -> torch.Tensor:
     mask = mask.clone()
     mask[0] = False  # padding is never an item
     return mask
+
+
+def top_items(
+    model: Model,
+    blocks: Iterable,
+    *,
+    context: int,
+    k: int,
+    chunk_items: int,
+    device: torch.device,
+    progress: Callable[[int], None] = lambda _: None,
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """Yield ``(seq, indices, scores)`` per target: its best ``k`` catalogue indices, best first,
+    and their scores (float64), by the scores the ranker compares.
+
+    A tie group that reaches past position ``k`` is listed whole, so the rank read back from a
+    list (position, ties by equal score) is the rank ``rank_blocks`` gives; inside a tie group
+    indices ascend. Items the model cannot score tie at the bottom, below every scored item.
+    As many targets are scored at once as keep their scores within ``chunk_items``.
+    """
+    n_items = model.catalogue.n_items
+    rows = max(1, chunk_items // (n_items + 1))
+    model.eval()
+    score = _history_scorer(model) if model.kind == HISTORY else _context_scorer(model, device)
+    done = 0
+    pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (items, targets, seqs) slices
+
+    def flush() -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        with torch.no_grad():
+            scores = score(pending, context)  # (B, N) over indices 1..N
+        seqs = np.concatenate([part[2] for part in pending])
+        for row, seq in zip(scores, seqs.tolist(), strict=True):
+            yield (seq, *_top_of_row(row, k))
+
+    held = 0
+    for block in blocks:
+        for start in range(0, block.targets.size, rows):
+            part = (block.items, block.targets[start : start + rows], block.seqs[start : start + rows])
+            pending.append(part)
+            held += part[1].size
+            if held >= rows:
+                yield from flush()
+                done += held
+                progress(done)
+                pending, held = [], 0
+    if held:
+        yield from flush()
+        progress(done + held)
+
+
+def _top_of_row(row: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The 1-based indices scoring at least the k-th best score, by score then index."""
+    k = min(k, row.shape[0])
+    threshold = np.partition(row, row.shape[0] - k)[row.shape[0] - k]
+    chosen = np.flatnonzero(row >= threshold)
+    order = np.lexsort((chosen, -row[chosen]))
+    return chosen[order] + 1, row[chosen[order]]
+
+
+def _with_bottom(scores: np.ndarray, scorable: np.ndarray) -> np.ndarray:
+    """Unscorable columns set to one value below every scored one (they tie at the bottom)."""
+    if scorable.all():
+        return scores
+    scored = scores[:, scorable]
+    low = scored.min(axis=1) if scored.size else np.zeros(scores.shape[0])
+    bottom = low - np.maximum(1.0, np.abs(low))
+    return np.where(scorable[None, :], scores, bottom[:, None])
+
+
+def _history_scorer(model):
+    """Scores of a history model's targets, from its ``history_scores`` (what its ranks count)."""
+    n_items = model.catalogue.n_items
+    if type(model).history_scores is HistoryModel.history_scores:
+        raise ModelFault("ranks without scores (no history_scores), so it cannot list its top items")
+
+    def score(parts, context: int) -> np.ndarray:
+        out = []
+        for items, targets, _ in parts:
+            values = np.asarray(model.history_scores(items, targets), dtype=np.float64)
+            if values.shape != (targets.size, n_items + 1):
+                raise ModelFault(
+                    f"history scores of shape {values.shape}, expected ({targets.size}, {n_items + 1})"
+                )
+            if not np.all(np.isfinite(values[:, 1:])):
+                raise ModelFault("NaN or infinite history scores (never ranked)")
+            out.append(values[:, 1:])
+        return np.concatenate(out)
+
+    return score
+
+
+def _context_scorer(model, device: torch.device):
+    """Scores of a vector or score model's contexts over every item, scorable ones only, and
+    equal item vectors scored equal (the ranker ties them whatever the product gives)."""
+    scorable = _checked_mask(model.scorable(), model.catalogue.n_items).to(device)
+    columns = scorable.nonzero().squeeze(1)
+    mask = scorable[1:].cpu().numpy()
+    if model.kind == VECTORS:
+        with torch.no_grad():
+            catalogue = _checked(
+                model.item_vectors(), "item vectors", (model.catalogue.n_items + 1, None)
+            ).to(device)
+        matrix = catalogue[columns]
+        _, groups = torch.unique(vector_keys(matrix), return_inverse=True)
+        first = torch.full((int(groups.max()) + 1 if groups.numel() else 0,), groups.numel(), device=device)
+        first = first.scatter_reduce(0, groups, torch.arange(groups.numel(), device=device), "amin")
+        representative = first[groups]
+
+    def score(parts, context: int) -> np.ndarray:
+        windows = np.concatenate([context_windows(items, targets, context) for items, targets, _ in parts])
+        batch = torch.from_numpy(windows).to(device)
+        full = torch.zeros((batch.shape[0], model.catalogue.n_items + 1), dtype=torch.float64, device=device)
+        if model.kind == VECTORS:
+            states = _checked(
+                model.encode(batch, catalogue), "context states", (batch.shape[0], matrix.shape[1])
+            )
+            values = (states @ matrix.T)[:, representative]
+        else:
+            values = _checked(model.scores(batch), "scores", (batch.shape[0], model.catalogue.n_items + 1))[
+                :, columns
+            ]
+        if not torch.isfinite(values).all():
+            raise ModelFault("NaN or infinite scores for items it says it can score (never ranked)")
+        full[:, columns] = values.to(torch.float64)
+        return _with_bottom(full[:, 1:].cpu().numpy(), mask)
+
+    return score

@@ -18,6 +18,7 @@ RANKS = {
     "split": 3,
     "train": 4,
     "evaluate": 5,
+    "exchange": 5,
     "checks": 6,
     "report": 7,
     "pipeline": 8,

@@ -333,7 +333,7 @@ METRICS_SCHEMA = StructType(
         StructField(MODEL, StringType(), False),
         StructField("metric", StringType(), False),
         StructField("k", IntegerType(), False),
-        StructField("value", DoubleType(), False),
+        StructField("value", DoubleType(), True),  # null: unavailable (k beyond a submission's lists)
         StructField("ci_low", DoubleType(), True),
         StructField("ci_high", DoubleType(), True),
         StructField("n_users", LongType(), False),
@@ -386,3 +386,43 @@ TRANSFERS_SCHEMA = StructType(
 )
 TABLE_SCHEMAS[TRANSFERS] = TRANSFERS_SCHEMA
 TABLE_PARTITIONS[TRANSFERS] = (DATASET, SOURCE)
+
+# Exported tasks and scored submissions (SPEC 9): a model outside this process answers
+# ``target_id``s with ranked lists; its ranks go to ``ranks`` under the submission's name.
+TARGET_ID = "target_id"
+SUBMISSIONS = "submissions"
+SUBMISSION_REJECTS = "submission_rejects"
+LIST_LENGTH = "list_length"  # the shortest list of a submission: metrics at k above it are unavailable
+SUBMISSIONS_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(SPLIT, StringType(), False),
+        StructField(MODEL, StringType(), False),
+        StructField("file", StringType(), False),
+        StructField("sha256", StringType(), False),
+        StructField("rows", LongType(), False),
+        StructField("accepted", LongType(), False),
+        StructField("rejected", LongType(), False),
+        StructField("targets", LongType(), False),
+        StructField("missing", LongType(), False),
+        StructField(LIST_LENGTH, LongType(), False),
+        StructField("longest_list", LongType(), False),
+        StructField("has_scores", BooleanType(), False),
+    ]
+)
+SUBMISSION_REJECTS_SCHEMA = StructType(
+    [
+        StructField(DATASET, StringType(), False),
+        StructField(SPLIT, StringType(), False),
+        StructField(MODEL, StringType(), False),
+        StructField(LINE, LongType(), False),  # 1-based row of the submission file
+        StructField(TARGET_ID, StringType(), True),
+        StructField(FIELD, StringType(), False),
+        StructField(REASON, StringType(), False),
+        StructField(RAW, StringType(), True),  # the row as JSON
+    ]
+)
+TABLE_SCHEMAS[SUBMISSIONS] = SUBMISSIONS_SCHEMA
+TABLE_SCHEMAS[SUBMISSION_REJECTS] = SUBMISSION_REJECTS_SCHEMA
+TABLE_PARTITIONS[SUBMISSIONS] = (DATASET, MODEL)
+TABLE_PARTITIONS[SUBMISSION_REJECTS] = (DATASET, MODEL)

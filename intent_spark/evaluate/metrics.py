@@ -3,6 +3,7 @@
 Per target: NDCG@K = 1/log2(1 + rank) if rank <= K; HR@K = Recall@K = [rank <= K];
 Precision@K = HR@K / K; MRR@K = 1/rank if rank <= K. A user's score in a cell is the mean over
 their targets; a cell's score is the mean over users, with a normal 95% interval over users.
+A submission's metrics at K above its shortest list are null: unavailable, never 0.
 """
 
 from __future__ import annotations
@@ -38,17 +39,29 @@ def target_metric(metric: str, k: int, rank: Column) -> Column:
     return F.when(within, value).otherwise(F.lit(0.0))
 
 
-def user_metrics(ranks: DataFrame) -> DataFrame:
+def user_metrics(ranks: DataFrame, limits: DataFrame | None = None) -> DataFrame:
     """One row per dataset, split, cell, model and user: the mean of every metric over the
-    user's targets, their number, and the share of them ranked inside a tie."""
+    user's targets, their number, and the share of them ranked inside a tie.
+
+    ``limits`` (``dataset, split, model, list_length``) holds the submissions' shortest lists:
+    a submission's metrics at k above it are null (unavailable: a rank beyond a list says
+    nothing about k past its end), never 0.
+    """
     rank = F.col(S.RANK)
+    if limits is None:
+        limited = ranks.withColumn("_limit", F.lit(None).cast("long"))
+    else:
+        keys = [S.DATASET, S.SPLIT, S.MODEL]
+        limited = ranks.join(F.broadcast(limits.withColumnRenamed(S.LIST_LENGTH, "_limit")), keys, "left")
+    available = {k: F.col("_limit").isNull() | (F.col("_limit") >= k) for k in KS}
     means = [
-        F.avg(target_metric(metric, k, rank)).alias(metric_column(metric, k))
+        F.when(available[k], F.avg(target_metric(metric, k, rank))).alias(metric_column(metric, k))
         for metric in METRICS
         for k in KS
     ]
     tied = F.avg(F.when(F.col(S.TIED) > 0, 1.0).otherwise(0.0)).alias(TIE_RATE)
-    return ranks.groupBy(*USER_KEYS).agg(F.count(F.lit(1)).alias("n_targets"), tied, *means)
+    grouped = limited.groupBy(*USER_KEYS, "_limit").agg(F.count(F.lit(1)).alias("n_targets"), tied, *means)
+    return grouped.drop("_limit")
 
 
 def long_user_metrics(users: DataFrame) -> DataFrame:
@@ -124,7 +137,7 @@ def _metric_tables(spark, lake: str, dataset: str, floor_users: int, bootstrap: 
 
     ranks = read_table(spark, lake, S.RANKS, dataset)
     progress(f"{dataset}: per-user metrics")
-    write_dataset(user_metrics(ranks), lake, S.USER_METRICS, dataset)
+    write_dataset(user_metrics(ranks, submission_limits(spark, lake, dataset)), lake, S.USER_METRICS, dataset)
     users = read_table(spark, lake, S.USER_METRICS, dataset)
     how = f"{bootstrap} bootstrap replicates" if bootstrap else "normal"
     progress(f"{dataset}: cell metrics with 95% intervals ({how})")
@@ -133,6 +146,15 @@ def _metric_tables(spark, lake: str, dataset: str, floor_users: int, bootstrap: 
     progress(f"{dataset}: paired model comparisons, memorization gaps and retention")
     write_dataset(comparisons(users, metrics), lake, S.COMPARISONS, dataset)
     return metrics.collect()  # cells x models x metrics: small
+
+
+def submission_limits(spark, lake: str, dataset: str) -> DataFrame | None:
+    """``dataset, split, model, list_length`` of the dataset's scored submissions, if any."""
+    from intent_spark.lake.tables import has_table, read_table
+
+    if not has_table(spark, lake, S.SUBMISSIONS):
+        return None
+    return read_table(spark, lake, S.SUBMISSIONS, dataset).select(S.DATASET, S.SPLIT, S.MODEL, S.LIST_LENGTH)
 
 
 def log_cell_metrics(tracking_uri: str, dataset: str, rows: list, progress=lambda _: None) -> None:
@@ -146,7 +168,9 @@ def log_cell_metrics(tracking_uri: str, dataset: str, rows: list, progress=lambd
             progress(f"{dataset} {model}: no training run in {tracking_uri}; metrics kept in the table only")
             continue
         values = {
-            mlflow_name(r[S.SPLIT], r[S.CELL], r.metric, r.k): r.value for r in rows if r[S.MODEL] == model
+            mlflow_name(r[S.SPLIT], r[S.CELL], r.metric, r.k): r.value
+            for r in rows
+            if r[S.MODEL] == model and r.value is not None  # unavailable: not logged, never 0
         }
         log_run_metrics(tracking_uri, run.info.run_id, values)
         progress(f"{dataset} {model}: {len(values)} metrics logged to MLflow run {run.info.run_id}")
@@ -176,12 +200,17 @@ def p_value_column(z: Column) -> Column:
 
 
 def _difference_stats(paired: DataFrame, keys: tuple[str, ...]) -> DataFrame:
-    """Mean of ``_d`` per group, its normal 95% interval over users, and the paired z-test."""
+    """Mean of ``_d`` per group, its normal 95% interval over users, and the paired z-test.
+    Users whose difference is unavailable (a submission's metric beyond its lists) are left out."""
     n = F.count(F.lit(1))
-    stats = paired.groupBy(*keys).agg(
-        F.avg("_d").alias("value"),
-        F.coalesce(F.stddev_samp("_d"), F.lit(0.0)).alias("_sd"),
-        n.alias("n_users"),
+    stats = (
+        paired.where(F.col("_d").isNotNull())
+        .groupBy(*keys)
+        .agg(
+            F.avg("_d").alias("value"),
+            F.coalesce(F.stddev_samp("_d"), F.lit(0.0)).alias("_sd"),
+            n.alias("n_users"),
+        )
     )
     se = F.col("_sd") / F.sqrt("n_users")
     z = F.when(F.col("_sd") > 0, F.col("value") / se)
@@ -266,7 +295,7 @@ def retention(metrics: DataFrame, metric: str = "ndcg", k: int = 10) -> DataFram
     data's own drift reference. Cells with a zero past score give no ratio.
     """
     keys = [S.DATASET, S.SPLIT, S.MODEL]
-    chosen = metrics.where((F.col("metric") == metric) & (F.col("k") == k))
+    chosen = metrics.where((F.col("metric") == metric) & (F.col("k") == k) & F.col("value").isNotNull())
     ratios = []
     for future, past in RETENTION_PAIRS:
         f = chosen.where(F.col(S.CELL) == future).select(

@@ -17,3 +17,63 @@ def to_uri(path: str) -> str:
     if "://" in path or path.startswith("file:"):
         return path
     return "file:" + path
+
+
+def part_files(folder: str, suffix: str) -> list[str]:
+    """The part files Spark wrote into ``folder`` (paths within its filesystem), in partition order."""
+    fs, path = filesystem(folder)
+    found = fs.get_file_info(pafs.FileSelector(path))
+    names = [f.path for f in found if f.base_name.startswith("part-") and f.base_name.endswith(suffix)]
+    return sorted(names, key=lambda name: name.rsplit("/", 1)[-1])
+
+
+def write_single_file(df, path: str, fmt: str = "parquet", row_group_rows: int = 65_536) -> int:
+    """An ordered DataFrame as one Parquet or JSON Lines file at ``path``; returns its rows.
+
+    Spark writes the parts (the rows never pass through the driver's memory); the driver then
+    streams them, in partition order, into one file. Parquet is re-encoded in row groups of a
+    fixed size, so the bytes depend on the rows and their order only, not on how Spark
+    partitioned them: the same rows give the same file on every machine.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    fs, target = filesystem(path)
+    staging = f"{path}.parts"
+    writer = df.write.mode("overwrite")
+    (writer.parquet if fmt == "parquet" else writer.json)(staging)
+    parts = part_files(staging, ".parquet" if fmt == "parquet" else ".json")
+    rows = 0
+    with fs.open_output_stream(target) as sink:
+        if fmt != "parquet":
+            for part in parts:
+                with fs.open_input_stream(part) as source:
+                    data = source.read()
+                sink.write(data)
+                rows += data.count(b"\n")
+        else:
+            schema = None
+            if parts:
+                with fs.open_input_file(parts[0]) as first:
+                    schema = pq.ParquetFile(first).schema_arrow.remove_metadata()
+            if schema is None:
+                raise ValueError(f"{staging}: Spark wrote no part file")
+            with pq.ParquetWriter(sink, schema, compression="zstd") as out:
+                pending: list = []
+                held = 0
+                for part in parts:
+                    with fs.open_input_file(part) as source:
+                        for batch in pq.ParquetFile(source).iter_batches(batch_size=row_group_rows):
+                            pending.append(batch.cast(schema) if batch.schema != schema else batch)
+                            held += batch.num_rows
+                            while held >= row_group_rows:
+                                table = pa.Table.from_batches(pending, schema)
+                                out.write_table(table.slice(0, row_group_rows), row_group_size=row_group_rows)
+                                rest = table.slice(row_group_rows)
+                                pending, held = rest.to_batches(), rest.num_rows
+                                rows += row_group_rows
+                if held or rows == 0:
+                    out.write_table(pa.Table.from_batches(pending, schema), row_group_size=row_group_rows)
+                    rows += held
+    fs.delete_dir(filesystem(staging)[1])
+    return rows

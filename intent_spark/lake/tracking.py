@@ -95,14 +95,20 @@ class TrainingRun:
 
 @contextmanager
 def start_run(
-    tracking_uri: str, dataset: str, model: str, params: dict[str, Any], parent_run_id: str | None = None
+    tracking_uri: str,
+    dataset: str,
+    model: str,
+    params: dict[str, Any],
+    parent_run_id: str | None = None,
+    stage: str = "train",
 ) -> Iterator[TrainingRun]:
-    """A training run tagged with dataset and model, nested under the benchmark's parent run
-    when there is one; params logged before any training."""
+    """A model's run tagged with dataset and model (``stage``: ``train``, or ``submission`` for
+    a scored submission), nested under the benchmark's parent run when there is one; params
+    logged before anything else."""
     import mlflow
 
     exp = experiment_id(tracking_uri)
-    tags = {TAG_DATASET: dataset, TAG_MODEL: model, TAG_STAGE: "train"}
+    tags = {TAG_DATASET: dataset, TAG_MODEL: model, TAG_STAGE: stage}
     if parent_run_id:
         tags[TAG_PARENT] = parent_run_id
     with (
@@ -182,7 +188,7 @@ def compare_runs(tracking_uri: str, run_ids: list[str], dataset: str | None, pat
     if run_ids:
         runs = [client.get_run(r) for r in run_ids]
     else:
-        where = f"tags.`{TAG_STAGE}` = 'train' AND attributes.status = 'FINISHED'"
+        where = f"tags.`{TAG_MODEL}` != '' AND attributes.status = 'FINISHED'"  # trained and submitted
         if dataset:
             where += f" AND tags.`{TAG_DATASET}` = '{dataset}'"
         found = client.search_runs([exp], filter_string=where, order_by=["attributes.start_time DESC"])
@@ -205,8 +211,8 @@ def compare_runs(tracking_uri: str, run_ids: list[str], dataset: str | None, pat
 def find_run(
     tracking_uri: str, dataset: str, model: str, run_id: str | None = None, *, missing_ok: bool = False
 ) -> Any:
-    """The given run, or the newest finished training run of (dataset, model); None when there
-    is none and ``missing_ok``."""
+    """The given run, or the newest finished run of (dataset, model): its training run, or a
+    submission's run; None when there is none and ``missing_ok``."""
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri)
@@ -216,7 +222,7 @@ def find_run(
         [experiment_id(tracking_uri)],
         filter_string=(
             f"tags.`{TAG_DATASET}` = '{dataset}' AND tags.`{TAG_MODEL}` = '{model}' "
-            f"AND tags.`{TAG_STAGE}` = 'train' AND attributes.status = 'FINISHED'"
+            "AND attributes.status = 'FINISHED'"
         ),
         order_by=["attributes.start_time DESC"],
         max_results=1,

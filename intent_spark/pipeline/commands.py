@@ -208,6 +208,23 @@ def cmd_score(args: argparse.Namespace) -> int:
     uri = default_tracking_uri(args.lake, args.tracking_uri)
     report = reporter("score")
     spark = build_session("intent-score", _spark_overrides(args))
+    if args.export:
+        from intent_spark.train.score import export_top_items
+
+        export_top_items(
+            spark,
+            args.lake,
+            args.dataset,
+            args.model,
+            conf,
+            tracking_uri=uri,
+            out=args.export,
+            split=args.split,
+            k=args.top_k,
+            run_id=args.run_id,
+            progress=report,
+        )
+        return 0
     rows = score(
         spark,
         args.lake,
@@ -219,6 +236,51 @@ def cmd_score(args: argparse.Namespace) -> int:
         progress=report,
     )
     report(f"{args.dataset} {args.model}: {rows:,} ranks in {args.lake}/ranks")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from intent_spark.exchange.tasks import export_tasks
+    from intent_spark.lake.session import build_session
+
+    report = reporter("export")
+    spark = build_session("intent-export", _spark_overrides(args))
+    done = export_tasks(
+        spark, args.lake, args.dataset, args.out, splits=args.split, context=args.context, progress=report
+    )
+    report(
+        f"{args.dataset}: {', '.join(f'{d.split} {d.tasks:,} tasks' for d in done)}; formats in {args.out}/<split>/FORMAT.md"
+    )
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from intent_spark.exchange.submissions import submit
+    from intent_spark.lake.session import build_session
+    from intent_spark.lake.tracking import default_tracking_uri
+
+    uri = None if args.no_mlflow else default_tracking_uri(args.lake, args.tracking_uri)
+    report = reporter("submit")
+    spark = build_session("intent-submit", _spark_overrides(args))
+    scored = submit(
+        spark,
+        args.lake,
+        args.dataset,
+        args.predictions,
+        args.name,
+        split=args.split,
+        strict=args.strict,
+        tracking_uri=uri,
+        progress=report,
+    )
+    if scored.rejects_file:
+        report(
+            f"{args.dataset} {args.name}: {scored.rejected:,} rejected rows with reasons in {scored.rejects_file}"
+        )
+    where = f"; MLflow run {scored.run_id}" if scored.run_id else ""
+    report(
+        f"{args.dataset} {args.name}: ranks written{where}; run `intent evaluate --dataset {args.dataset}`"
+    )
     return 0
 
 

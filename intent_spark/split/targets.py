@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
@@ -62,3 +62,12 @@ def select_targets(
         S.TS,
         S.SEQ,
     )
+
+
+def target_id(dataset: Column, split: Column, user: Column, seq: Column) -> Column:
+    """A target's public name in exported tasks and submissions: the first 24 hex digits of
+    sha256("dataset|split|user|seq"). Stable across reruns and machines (it depends on the
+    target alone) and opaque: ``seq`` carries the raw file's line, which would point at the
+    answer in the public release."""
+    key = F.concat_ws("|", dataset, split, user, seq.cast("string"))
+    return F.substring(F.sha2(key, 256), 1, 24)

@@ -37,14 +37,20 @@ def catalogue(labelled: DataFrame, items: DataFrame, max_tokens: int) -> DataFra
     The global index window runs in one partition over items (not events): a catalogue of
     millions of rows, sorted once.
     """
-    counts = training_events(labelled).groupBy(S.ITEM_ID).agg(F.count(F.lit(1)).alias(S.TRAIN_COUNT))
-    present = labelled.select(S.ITEM_ID).distinct().join(counts, S.ITEM_ID, "left")
-    present = present.fillna(0, [S.TRAIN_COUNT]).withColumn(S.SEEN, F.col(S.TRAIN_COUNT) > 0)
+    present = item_counts(labelled)
     order = Window.orderBy(F.col(S.SEEN).desc(), F.col(S.TRAIN_COUNT).desc(), F.col(S.ITEM_ID))
     indexed = present.withColumn(S.ITEM_INDEX, F.row_number().over(order).cast("int"))
     return indexed.join(item_token_ids(indexed, items, max_tokens), S.ITEM_ID, "left").withColumn(
         S.TOKEN_IDS, F.coalesce(F.col(S.TOKEN_IDS), F.array_repeat(F.lit(0), max_tokens))
     )
+
+
+def item_counts(labelled: DataFrame) -> DataFrame:
+    """``item_id, train_count, seen``: every item of a split's population (its catalogue) and
+    how often it occurs in the split's training events."""
+    counts = training_events(labelled).groupBy(S.ITEM_ID).agg(F.count(F.lit(1)).alias(S.TRAIN_COUNT))
+    present = labelled.select(S.ITEM_ID).distinct().join(counts, S.ITEM_ID, "left")
+    return present.fillna(0, [S.TRAIN_COUNT]).withColumn(S.SEEN, F.col(S.TRAIN_COUNT) > 0)
 
 
 def item_token_ids(indexed: DataFrame, items: DataFrame, max_tokens: int) -> DataFrame:

@@ -1,0 +1,585 @@
+"""Scored submissions (SPEC 9): ranked lists from a model outside this process, checked row by
+row and turned into ``ranks`` under the submission's name, so ``evaluate``, ``report``,
+``compare`` and MLflow treat it as any model.
+
+Every check is a column expression over the whole file; a faulty row is rejected with its
+reason (``submission_rejects`` and a JSON Lines file) and its target scored as a miss, and each
+kind of fault is one line with its count and an example. A column of the wrong type in a Parquet
+file refuses the file. Nothing is committed unless the whole submission is accepted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from intent_spark.core import schema as S
+from intent_spark.core.errors import IntentError
+from intent_spark.exchange.tasks import split_targets
+from intent_spark.lake.files import filesystem, write_single_file
+from intent_spark.lake.tables import read_table, write_dataset
+from intent_spark.split.populations import labelled_populations
+from intent_spark.train.inputs import item_counts
+
+ITEMS, SCORES = "items", "scores"
+OPTIONAL_STRINGS = (S.DATASET, S.SPLIT)
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# A JSON array of strings, and of numbers, as Spark's get_json_object writes them (compact).
+STRING_LIST = r'^\[("([^"\\]|\\.)*"(,"([^"\\]|\\.)*")*)?\]$'
+NUMBER = r"-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+NUMBER_LIST = rf"^\[({NUMBER}(,{NUMBER})*)?\]$"
+LINE_BITS = 33  # monotonically_increasing_id: the partition above bit 33, the row below
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One kind of rejected row: how many, and the first one's line and reason."""
+
+    kind: str
+    count: int
+    line: int
+    reason: str
+
+    def message(self) -> str:
+        rows = "row" if self.count == 1 else "rows"
+        return f"{self.count:,} {rows} rejected: {self.kind} (e.g. line {self.line}: {self.reason})"
+
+
+@dataclass(frozen=True)
+class Scored:
+    """What ``submit`` measured and committed."""
+
+    model: str
+    split: str
+    rows: int
+    accepted: int
+    faults: list[Fault]
+    targets: int
+    missing: int
+    missing_example: str | None
+    list_length: int
+    longest_list: int
+    sha256: str
+    run_id: str | None
+    rejects_file: str | None
+
+    @property
+    def rejected(self) -> int:
+        return sum(f.count for f in self.faults)
+
+
+def submission_format(path: str) -> str:
+    fs, inside = filesystem(path)
+    info = fs.get_file_info(inside)
+    if info.type.name == "NotFound":
+        raise IntentError(f"{path}: no such file")
+    if info.type.name == "Directory" or path.endswith(".parquet"):
+        return "parquet"
+    if path.endswith((".jsonl", ".json", ".ndjson")):
+        return "json"
+    raise IntentError(f"{path}: a submission is Parquet (.parquet) or JSON Lines (.jsonl)")
+
+
+def file_sha256(path: str) -> str:
+    """sha256 of the file's bytes (of a folder: of its files' sums in name order)."""
+    import pyarrow.fs as pafs
+
+    fs, inside = filesystem(path)
+    if fs.get_file_info(inside).type == pafs.FileType.Directory:
+        files = sorted(
+            f.path
+            for f in fs.get_file_info(pafs.FileSelector(inside, recursive=True))
+            if f.type == pafs.FileType.File and not f.base_name.startswith((".", "_"))
+        )
+        return hashlib.sha256("".join(_digest(fs, f) for f in files).encode()).hexdigest()
+    return _digest(fs, inside)
+
+
+def _digest(fs, path: str) -> str:
+    digest = hashlib.sha256()
+    with fs.open_input_stream(path) as stream:
+        while chunk := stream.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def with_line_numbers(df: DataFrame) -> DataFrame:
+    """``line``: each row's 1-based position in the file (a file scan keeps file order within
+    and across its partitions; the offsets come from one count per partition)."""
+    tagged = df.withColumn("_id", F.monotonically_increasing_id())
+    part = F.shiftright("_id", LINE_BITS)
+    sizes = sorted(tagged.groupBy(part.alias("_part")).count().collect())  # a row per partition
+    offsets, total = [], 0
+    for row in sizes:
+        offsets.append((row["_part"], total))
+        total += row["count"]
+    offset_frame = df.sparkSession.createDataFrame(offsets or [(0, 0)], "_part long, _offset long")
+    row_in_part = F.col("_id").bitwiseAND(F.lit((1 << LINE_BITS) - 1))
+    return (
+        tagged.withColumn("_part", part)
+        .join(F.broadcast(offset_frame), "_part")
+        .withColumn(S.LINE, F.col("_offset") + row_in_part + 1)
+        .drop("_id", "_part", "_offset")
+    )
+
+
+def read_parquet_rows(spark: SparkSession, path: str) -> DataFrame:
+    """The submission's rows as ``line, raw, target_id, items, scores, dataset, split, _kind,
+    _field, _reason`` (no row-level type fault: a Parquet column has one type)."""
+    df = spark.read.parquet(path)
+    types = {f.name: f.dataType for f in df.schema.fields}
+    for column in (S.TARGET_ID, ITEMS):
+        if column not in types:
+            raise IntentError(f"{path}: no column {column} (it has {', '.join(types) or 'none'})")
+    expected = {
+        S.TARGET_ID: (isinstance(types[S.TARGET_ID], T.StringType), "a string"),
+        ITEMS: (_list_of(types[ITEMS], T.StringType), "a list of item id strings"),
+    }
+    if SCORES in types:
+        expected[SCORES] = (_list_of(types[SCORES], T.NumericType), "a list of numbers")
+    for column in OPTIONAL_STRINGS:
+        if column in types:
+            expected[column] = (isinstance(types[column], T.StringType), "a string")
+    for column, (ok, wanted) in expected.items():
+        if not ok:
+            first = df.select(column).first()
+            example = "" if first is None else f"; line 1 holds {first[0]!r}"
+            raise IntentError(
+                f"{path}: column {column} is {types[column].simpleString()} in all {df.count():,} rows, "
+                f"expected {wanted}{example}; nothing was scored"
+            )
+    raw = F.to_json(F.struct(*[F.col(c) for c in df.columns]))
+    return with_line_numbers(df).select(
+        S.LINE,
+        raw.alias(S.RAW),
+        F.col(S.TARGET_ID),
+        F.col(ITEMS),
+        (F.col(SCORES).cast("array<double>") if SCORES in types else F.lit(None).cast("array<double>")).alias(
+            SCORES
+        ),
+        *[(F.col(c) if c in types else F.lit(None).cast("string")).alias(f"_{c}") for c in OPTIONAL_STRINGS],
+        *[F.lit(None).cast("string").alias(c) for c in ("_kind", "_field", "_reason")],
+    )
+
+
+def _list_of(data_type: T.DataType, element: type) -> bool:
+    return isinstance(data_type, T.ArrayType) and isinstance(data_type.elementType, element)
+
+
+def read_json_rows(spark: SparkSession, path: str) -> DataFrame:
+    """JSON Lines rows in the same columns as ``read_parquet_rows``; a line that is no JSON
+    object, or whose field has the wrong JSON type, carries its fault."""
+    lines = with_line_numbers(spark.read.text(path))
+    value = F.col("value")
+
+    def raw_field(name: str) -> Column:
+        return F.get_json_object(value, f"$.{name}")
+
+    is_string = {name: value.rlike(rf'"{name}"\s*:\s*"') for name in (S.TARGET_ID, *OPTIONAL_STRINGS)}
+    faults = [
+        (
+            F.json_object_keys(value).isNull(),
+            "not a JSON object",
+            "row",
+            F.lit("the line is not a JSON object"),
+        ),
+        (
+            raw_field(S.TARGET_ID).isNotNull() & ~is_string[S.TARGET_ID],
+            "wrong type",
+            S.TARGET_ID,
+            F.concat(F.lit("target_id "), raw_field(S.TARGET_ID), F.lit(" is not a string")),
+        ),
+        (
+            raw_field(ITEMS).isNotNull() & ~raw_field(ITEMS).rlike(STRING_LIST),
+            "wrong type",
+            ITEMS,
+            F.lit('items is not a list of item id strings (write "123", not 123)'),
+        ),
+        (
+            raw_field(SCORES).isNotNull() & ~raw_field(SCORES).rlike(NUMBER_LIST),
+            "wrong type",
+            SCORES,
+            F.lit("scores is not a list of numbers"),
+        ),
+        *[
+            (raw_field(c).isNotNull() & ~is_string[c], "wrong type", c, F.lit(f"{c} is not a string"))
+            for c in OPTIONAL_STRINGS
+        ],
+    ]
+    return lines.select(
+        S.LINE,
+        value.alias(S.RAW),
+        raw_field(S.TARGET_ID).alias(S.TARGET_ID),
+        F.from_json(raw_field(ITEMS), "array<string>").alias(ITEMS),
+        F.from_json(raw_field(SCORES), "array<double>").alias(SCORES),
+        *[raw_field(c).alias(f"_{c}") for c in OPTIONAL_STRINGS],
+        *_first_fault(faults),
+    )
+
+
+def _first_fault(faults: list[tuple[Column, str, str, Column]]) -> list[Column]:
+    """``_kind, _field, _reason`` of the first fault that holds (nulls when none)."""
+    kind = field = reason = None
+    for condition, name, column, text in reversed(faults):
+        kind = (
+            F.when(condition, F.lit(name)) if kind is None else F.when(condition, F.lit(name)).otherwise(kind)
+        )
+        field = (
+            F.when(condition, F.lit(column))
+            if field is None
+            else F.when(condition, F.lit(column)).otherwise(field)
+        )
+        reason = F.when(condition, text) if reason is None else F.when(condition, text).otherwise(reason)
+    assert kind is not None and field is not None and reason is not None
+    return [kind.alias("_kind"), field.alias("_field"), reason.alias("_reason")]
+
+
+def checked_rows(
+    rows: DataFrame, known: DataFrame, catalogue_ids: DataFrame, n_items: int, dataset: str, split: str
+) -> DataFrame:
+    """Each row with the first fault that holds (``_kind, _field, _reason``; null when the row
+    is accepted) and, where its id is known, its target's ``split, seq, cell, user_id, item_id``.
+    A row's type fault comes first; a list's items are checked against the catalogue only in
+    one exploded anti-join."""
+    items = F.col(ITEMS)
+    scores = F.col(SCORES)
+    n = F.size(items)
+    copies = F.count(F.lit(1)).over(_by_target())
+    exploded = rows.where(items.isNotNull()).select(S.LINE, F.posexplode(items).alias("_pos", S.ITEM_ID))
+    unknown = (
+        exploded.join(catalogue_ids, S.ITEM_ID, "left_anti")
+        .groupBy(S.LINE)
+        .agg(F.min(F.struct("_pos", S.ITEM_ID)).getField(S.ITEM_ID).alias("_unknown"))
+    )
+    repeated = F.filter(items, lambda x, i: F.array_position(items, x) <= i)
+    rising = F.filter(
+        F.sequence(F.lit(2), F.greatest(n, F.lit(2))),
+        lambda i: (i <= n) & (F.try_element_at(scores, i) > F.try_element_at(scores, i - 1)),
+    )
+    text = F.format_string
+    faults = [
+        (F.col("_kind").isNotNull(), F.col("_kind"), F.col("_field"), F.col("_reason")),
+        (F.col(S.TARGET_ID).isNull(), "no target_id", S.TARGET_ID, F.lit("the row has no target_id")),
+        (
+            F.col(f"_{S.DATASET}").isNotNull() & (F.col(f"_{S.DATASET}") != dataset),
+            "another dataset",
+            S.DATASET,
+            text(f"a row of dataset %s; this submission is for {dataset}", F.col(f"_{S.DATASET}")),
+        ),
+        (
+            F.col(f"_{S.SPLIT}").isNotNull() & (F.col(f"_{S.SPLIT}") != split),
+            "another split",
+            S.SPLIT,
+            text(f"a row of split %s; this submission is for {split}", F.col(f"_{S.SPLIT}")),
+        ),
+        (
+            F.col("_target_split").isNull(),
+            "unknown target_id",
+            S.TARGET_ID,
+            text("unknown target_id %s", F.col(S.TARGET_ID)),
+        ),
+        (
+            F.col("_target_split") != split,
+            "another split",
+            S.TARGET_ID,
+            text(
+                f"target_id %s is a target of the %s split; this submission is for {split}",
+                F.col(S.TARGET_ID),
+                F.col("_target_split"),
+            ),
+        ),
+        (
+            copies > 1,
+            "target submitted more than once",
+            S.TARGET_ID,
+            text("target_id %s has %d rows (all are rejected)", F.col(S.TARGET_ID), copies),
+        ),
+        (items.isNull() | (n == 0), "empty list", ITEMS, F.lit("the list of items is empty")),
+        (
+            n > n_items,
+            "list longer than the catalogue",
+            ITEMS,
+            text(f"a list of %d items; the catalogue has {n_items:,}", n),
+        ),
+        (
+            F.size(repeated) > 0,
+            "item repeated in a list",
+            ITEMS,
+            text("item %s appears more than once", F.element_at(repeated, 1)),
+        ),
+        (
+            F.col("_unknown").isNotNull(),
+            "item not in the catalogue",
+            ITEMS,
+            text(f"item %s is not in the {split} split's catalogue", F.col("_unknown")),
+        ),
+        (
+            scores.isNotNull() & (F.size(scores) != n),
+            "scores of another length",
+            SCORES,
+            text("%d scores for %d items", F.size(scores), n),
+        ),
+        (
+            scores.isNotNull() & F.exists(scores, lambda x: F.isnan(x) | (F.abs(x) == F.lit(float("inf")))),
+            "score not finite",
+            SCORES,
+            F.lit("scores hold NaN or infinity"),
+        ),
+        (
+            scores.isNotNull() & (F.size(rising) > 0),
+            "scores rising",
+            SCORES,
+            text(
+                "scores rise at position %d (%s after %s)",
+                F.element_at(rising, 1),
+                F.element_at(scores, F.element_at(rising, 1)).cast("string"),
+                F.element_at(scores, F.element_at(rising, 1) - 1).cast("string"),
+            ),
+        ),
+    ]
+    joined = rows.join(known, S.TARGET_ID, "left").join(unknown, S.LINE, "left")
+    return joined.select(
+        *[c for c in joined.columns if c not in ("_kind", "_field", "_reason", "_unknown")],
+        *_first_fault(faults),
+    )
+
+
+def _by_target():
+    from pyspark.sql import Window
+
+    return Window.partitionBy(S.TARGET_ID)
+
+
+def target_ranks(accepted: DataFrame) -> DataFrame:
+    """``rank, tied`` of each accepted row's target: its position in the list, the expected
+    position within its tie group where scores are given, +inf when it is not listed."""
+    items, scores = F.col(ITEMS), F.col(SCORES)
+    position = F.array_position(items, F.col(S.ITEM_ID)).cast("int")
+    own = F.element_at(scores, F.greatest(position, F.lit(1)))
+    first = F.array_position(scores, own)
+    group = F.size(F.filter(scores, lambda x: x == own))
+    beyond = position == 0
+    rank = (
+        F.when(beyond, F.lit(float("inf")))
+        .when(scores.isNull(), position.cast("double"))
+        .otherwise(first + (group - 1) / 2.0)
+    )
+    tied = F.when(beyond | scores.isNull(), F.lit(0)).otherwise(group - 1)
+    return accepted.select(S.TARGET_ID, rank.alias(S.RANK), tied.cast("long").alias(S.TIED))
+
+
+def check_name(name: str) -> None:
+    from intent_spark.train.registry import registered
+
+    if not NAME_PATTERN.fullmatch(name):
+        raise IntentError(
+            f"--name {name!r}: letters, digits, '_', '.' and '-' only, starting with a letter or digit"
+        )
+    if name in registered():
+        raise IntentError(
+            f"--name {name}: a registered model has that name (its ranks would be replaced); choose another"
+        )
+
+
+def submit(
+    spark: SparkSession,
+    lake: str,
+    dataset: str,
+    path: str,
+    name: str,
+    *,
+    split: str = S.TEST,
+    strict: bool = False,
+    tracking_uri: str | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> Scored:
+    """Check the submission, write its ranks (every target of the split: rejected and missing
+    ones as misses), its ``submissions`` row, its rejects and its MLflow run."""
+    check_name(name)
+    fmt = submission_format(path)
+    populations = labelled_populations(spark, lake, dataset)
+    if split not in populations:
+        raise IntentError(f"{dataset} has no {split} split (it has {', '.join(populations)})")
+    sha = file_sha256(path)
+    rows = read_parquet_rows(spark, path) if fmt == "parquet" else read_json_rows(spark, path)
+    targets = split_targets(spark, lake, dataset)
+    known = targets.select(
+        S.TARGET_ID, F.col(S.SPLIT).alias("_target_split"), S.SEQ, S.CELL, S.USER_ID, S.ITEM_ID
+    )
+    catalogue_ids = item_counts(populations[split]).select(S.ITEM_ID)
+    n_items = catalogue_ids.count()
+    progress(f"{dataset} {split} {name}: checking {path} ({fmt}) against {n_items:,} catalogue items")
+    checked = checked_rows(rows, known, catalogue_ids, n_items, dataset, split).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
+    try:
+        return _score_checked(
+            spark,
+            lake,
+            dataset,
+            split,
+            name,
+            path,
+            fmt,
+            sha,
+            checked,
+            targets,
+            strict,
+            tracking_uri,
+            progress,
+        )
+    finally:
+        checked.unpersist()
+
+
+def _score_checked(
+    spark, lake, dataset, split, name, path, fmt, sha, checked, targets, strict, tracking_uri, progress
+) -> Scored:
+    total = checked.count()
+    if total == 0:
+        raise IntentError(f"{path}: the file holds no rows")
+    rejected = checked.where(F.col("_reason").isNotNull())
+    faults = [
+        Fault(r["_kind"], r["count"], r["_first"]["line"], r["_first"]["_reason"])
+        for r in rejected.groupBy("_kind")
+        .agg(F.count(F.lit(1)).alias("count"), F.min(F.struct(S.LINE, "_reason")).alias("_first"))
+        .orderBy(F.col("_first.line"))
+        .collect()  # one row per kind of fault
+    ]
+    accepted = checked.where(F.col("_reason").isNull())
+    split_rows = targets.where(F.col(S.SPLIT) == split)
+    absent = split_rows.join(accepted.select(S.TARGET_ID), S.TARGET_ID, "left_anti")
+    n_targets = split_rows.count()
+    missing = absent.count()
+    example = absent.select(F.min(S.TARGET_ID)).first()[0] if missing else None
+    for fault in faults:
+        progress(f"{dataset} {split} {name}: warning: {fault.message()}")
+    if missing:
+        progress(
+            f"{dataset} {split} {name}: warning: {missing:,} of {n_targets:,} targets have no accepted row and "
+            f"are scored as misses (e.g. target_id {example})"
+        )
+    rejects_file = _write_rejects(spark, lake, dataset, split, name, rejected, bool(faults))
+    if strict and (faults or missing):
+        first = faults[0].message() if faults else f"{missing:,} targets missing (e.g. target_id {example})"
+        more = len(faults) + bool(missing) - 1
+        raise IntentError(
+            f"{path}: --strict: {first}"
+            + (f" and {more} more kind(s) of fault" if more > 0 else "")
+            + (f"; rejects in {rejects_file}" if rejects_file else "")
+            + "; nothing was scored"
+        )
+    lengths = accepted.agg(
+        F.min(F.size(ITEMS)), F.max(F.size(ITEMS)), F.count(F.lit(1)), F.count(SCORES)
+    ).first()
+    if lengths is None or not lengths[2]:
+        raise IntentError(
+            f"{path}: no row is usable ({total:,} rejected"
+            + (f"; see {rejects_file}" if rejects_file else "")
+            + ")"
+        )
+    shortest, longest, n_accepted, n_scored = (int(v) for v in lengths)
+    ranks = split_rows.join(target_ranks(accepted), S.TARGET_ID, "left").select(
+        S.DATASET,
+        S.SPLIT,
+        S.CELL,
+        F.lit(name).alias(S.MODEL),
+        S.USER_ID,
+        S.SEQ,
+        F.coalesce(F.col(S.RANK), F.lit(float("inf"))).alias(S.RANK),
+        F.coalesce(F.col(S.TIED), F.lit(0)).alias(S.TIED),
+    )
+    written = write_dataset(ranks, lake, S.RANKS, dataset, model=name, split=split)
+    if written != n_targets:
+        raise IntentError(f"{dataset} {split} {name}: wrote {written:,} ranks for {n_targets:,} targets")
+    record = {
+        S.DATASET: dataset,
+        S.SPLIT: split,
+        S.MODEL: name,
+        "file": path,
+        "sha256": sha,
+        "rows": total,
+        "accepted": n_accepted,
+        "rejected": total - n_accepted,
+        "targets": n_targets,
+        "missing": missing,
+        S.LIST_LENGTH: shortest,
+        "longest_list": longest,
+        "has_scores": n_scored > 0,
+    }
+    write_dataset(
+        spark.createDataFrame([record], S.SUBMISSIONS_SCHEMA),
+        lake,
+        S.SUBMISSIONS,
+        dataset,
+        model=name,
+        split=split,
+    )
+    run_id = None
+    if tracking_uri:
+        run_id = _log_submission(tracking_uri, dataset, name, {**record, "format": fmt})
+    progress(
+        f"{dataset} {split} {name}: {n_accepted:,} of {total:,} rows accepted, lists of {shortest:,}-{longest:,} items; "
+        f"metrics at K <= {shortest:,} are exact, above it unavailable"
+    )
+    return Scored(
+        name,
+        split,
+        total,
+        n_accepted,
+        faults,
+        n_targets,
+        missing,
+        example,
+        shortest,
+        longest,
+        sha,
+        run_id,
+        rejects_file,
+    )
+
+
+def _write_rejects(spark, lake, dataset, split, name, rejected: DataFrame, any_rejected: bool) -> str | None:
+    """The rejected rows into ``submission_rejects`` (replacing this submission's earlier ones)
+    and, when there are any, one JSON Lines file beside the lake's reports; its path."""
+    rows = rejected.select(
+        F.lit(dataset).alias(S.DATASET),
+        F.lit(split).alias(S.SPLIT),
+        F.lit(name).alias(S.MODEL),
+        S.LINE,
+        S.TARGET_ID,
+        F.col("_field").alias(S.FIELD),
+        F.col("_reason").alias(S.REASON),
+        S.RAW,
+    )
+    write_dataset(rows, lake, S.SUBMISSION_REJECTS, dataset, model=name, split=split)
+    path = f"{lake.rstrip('/')}/reports/submissions/{dataset}/{name}/{split}/rejects.jsonl"
+    fs, inside = filesystem(path)
+    if fs.get_file_info(inside).type.name == "File":
+        fs.delete_file(inside)
+    if not any_rejected:
+        return None
+    fs.create_dir(inside.rsplit("/", 1)[0], recursive=True)
+    stored = read_table(spark, lake, S.SUBMISSION_REJECTS, dataset).where(
+        (F.col(S.MODEL) == name) & (F.col(S.SPLIT) == split)
+    )
+    write_single_file(
+        stored.select(S.LINE, S.TARGET_ID, S.FIELD, S.REASON, S.RAW).orderBy(S.LINE), path, "json"
+    )
+    return path
+
+
+def _log_submission(tracking_uri: str, dataset: str, name: str, record: dict) -> str:
+    from intent_spark.lake.tracking import code_version, start_run
+
+    params = {f"submission.{k}": v for k, v in record.items() if k not in (S.DATASET, S.MODEL)}
+    params.update({"dataset": dataset, "model": name, "kind": "submission", "code_version": code_version()})
+    with start_run(tracking_uri, dataset, name, params, stage="submission") as run:
+        return run.run_id
