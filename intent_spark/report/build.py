@@ -3,7 +3,7 @@
 It reads only small aggregate tables (``metrics``, ``comparisons``, the split reports), so it
 runs on the driver whatever the size of the events. Views (SPEC 5): the INTENT grid (NDCG@10 by
 cell and model, validation beside test), a PANTHER view (HR@1/5/10, NDCG@5) and a HORIZON view
-(NDCG, MRR and Recall at 10/50/100).
+(NDCG, MRR, Recall and Precision at 10/50/100).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from intent_spark.report.section import Section
 VIEWS: dict[str, tuple[tuple[str, int], ...]] = {
     "intent": (("ndcg", 10),),
     "panther": (("hr", 1), ("hr", 5), ("hr", 10), ("ndcg", 5)),
-    "horizon": tuple((m, k) for k in (10, 50, 100) for m in ("ndcg", "mrr", "recall")),
+    # HORIZON's recipe: Recall@K is a hit in the first K, Precision@K that hit over K.
+    "horizon": tuple((m, k) for k in (10, 50, 100) for m in ("ndcg", "mrr", "recall", "precision")),
 }
 PRIMARY = ("ndcg", 10)
 FLOOR_MARK = "†"
@@ -126,6 +127,8 @@ def view_table(metrics: pd.DataFrame, view: str) -> pd.DataFrame:
 def score_text(row: Any) -> str:
     """``0.366 [0.310, 0.421]``, with the floor mark when the cell has too few users."""
     mark = FLOOR_MARK if row["below_floor"] else ""
+    if pd.isna(row["value"]):  # a submission's metric at k beyond its shortest list
+        return "unavailable"
     if pd.isna(row["ci_low"]):
         return f"{row['value']:.3f}{mark}"
     return f"{row['value']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]{mark}"
@@ -381,7 +384,9 @@ def _sections(results: Results, dataset: str) -> list[tuple[str, pd.DataFrame, s
         (
             "HORIZON view (test)",
             wide_view(m, dataset, "horizon", (S.TEST,)),
-            "NDCG, MRR and Recall at 10/50/100.",
+            "NDCG, MRR, Recall and Precision at 10/50/100 (HORIZON's recipe: Recall@K is a hit "
+            "in the first K, Precision@K that hit over K). A submission's metrics past its "
+            "shortest list are unavailable.",
         ),
         (
             "Paired comparisons (test, NDCG@10)",
