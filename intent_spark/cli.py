@@ -67,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
             "--steps", type=int, help="override the training steps of every model that has them"
         )
         stage.add_argument(
+            "--processes",
+            type=int,
+            help="processes to spread the work over with TorchDistributor (default: the models conf's, 1)",
+        )
+        stage.add_argument(
             "--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)"
         )
         if name == "train":

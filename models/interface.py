@@ -89,17 +89,26 @@ class TrainingData:
         seed: int,
         device: torch.device,
         progress: Callable[[str], None],
+        rank: int = 0,
+        world_size: int = 1,
     ) -> None:
         self._open = open_batches
         self.context = context
         self.seed = seed
         self.device = device
         self.progress = progress
+        self.rank = rank  # this process among ``world_size`` (TorchDistributor); 0 of 1 alone
+        self.world_size = world_size
 
     def batches(
         self, batch_size: int, shuffle_buffer: int = 10_000, epochs: int | None = None
     ) -> AbstractContextManager[Iterator[torch.Tensor]]:
-        return self._open(batch_size, shuffle_buffer, self.seed, epochs)
+        """``batch_size`` is the global batch: over several processes each reads
+        ``batch_size / world_size`` rows a step from its own shard, and ``train_steps`` averages
+        their gradients, so the settings mean the same model whatever the number of processes."""
+        if batch_size % self.world_size:
+            raise ValueError(f"batch_size {batch_size} does not divide over {self.world_size} processes")
+        return self._open(batch_size // self.world_size, shuffle_buffer, self.seed, epochs)
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,8 @@ class Model:
     kind: ClassVar[str] = ""
     Settings: ClassVar[type] = NoSettings
     fits: ClassVar[bool] = True  # False: nothing to learn, scored without a train run
+    # False: ``fit`` has its own loop, whose gradients ``train_steps`` cannot average over processes
+    distributable: ClassVar[bool] = True
     needs_text: ClassVar[bool] = False  # True: the framework reads item texts for the catalogue
 
     def __init__(self, catalogue: Catalogue, settings: Any, device: torch.device) -> None:
@@ -219,8 +230,13 @@ def train_steps(
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, float | str]:
     """The shared training loop: ``steps`` Adam steps of ``loss(rows)`` on batches of
-    (B, context + 1) rows, a progress line every tenth; the same code on the GPU and the CPU."""
+    (B, context + 1) rows, a progress line every tenth; the same code on the GPU and the CPU.
+
+    In a process group of several processes (TorchDistributor) the loss runs through
+    DistributedDataParallel: the starting weights are rank 0's and every step's gradients are
+    averaged over the processes before Adam's step, so each process holds the same model."""
     module.to(device).train()
+    loss = _data_parallel(module, loss)
     optimiser = torch.optim.Adam(module.parameters(), lr=learning_rate, weight_decay=weight_decay)
     start = time.monotonic()
     report_every = max(1, steps // 10)
@@ -247,3 +263,32 @@ def train_steps(
         "steps_per_second": steps / elapsed if elapsed else 0.0,
         "final_loss": last_loss,
     }
+
+
+class _Loss(torch.nn.Module):
+    """A loss closure as a module, so DistributedDataParallel runs it as its forward."""
+
+    def __init__(self, module: torch.nn.Module, loss: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.module = module
+        self._loss = loss
+
+    def forward(self, rows: torch.Tensor) -> torch.Tensor:
+        return self._loss(rows)
+
+
+DATA_PARALLEL_LOOPS = [0]  # train_steps loops run in a process group (checked after a distributed fit)
+
+
+def _data_parallel(
+    module: torch.nn.Module, loss: Callable[[torch.Tensor], torch.Tensor]
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return loss
+    from torch.nn.parallel import DistributedDataParallel
+
+    DATA_PARALLEL_LOOPS[0] += 1
+    # find_unused_parameters: a model may leave some weights out of a step's loss
+    return DistributedDataParallel(_Loss(module, loss), find_unused_parameters=True)

@@ -7,6 +7,7 @@ nothing is downloaded."""
 
 from __future__ import annotations
 
+import math
 import string
 from pathlib import Path
 
@@ -169,3 +170,38 @@ def test_sasrec_f_transfers_to_another_source_through_shared_words(spark, split_
     reached = read_table(spark, split_lake, S.TRANSFERS, TARGET).collect()  # one row per cell
     assert sum(r.n_with_tokens for r in reached) == by_reach[True][0]
     assert sum(r.n_targets for r in reached) == written
+
+
+def test_two_processes_train_a_model_that_learns_and_score_it_row_for_row(spark, split_lake, store, learned):
+    """GRU4Rec trained by two CPU processes (TorchDistributor, gloo, DDP) on the same steps and
+    global batch; scored by one process and by two, which must give the same ranks."""
+    from mlflow import MlflowClient
+
+    from intent_spark.train.conf import with_processes
+
+    conf = load_models_conf(overrides={"gru4rec": {"steps": 150, "batch_size": 64}})
+    run_id = train(
+        spark, split_lake, DATASET, "gru4rec", with_processes(conf, 2), tracking_uri=store, splits=["test"]
+    )
+    params = MlflowClient(store).get_run(run_id).data.params
+    assert params["processes"] == "2" and params["batch_size"] == "64" and params["steps"] == "150"
+    score(spark, split_lake, DATASET, "gru4rec", conf, tracking_uri=store)
+    ranks = read_table(spark, split_lake, S.RANKS, DATASET).where(F.col(S.MODEL) == "gru4rec")
+    one = (
+        ranks.select(S.CELL, S.USER_ID, S.SEQ, S.RANK, S.TIED)
+        .toPandas()
+        .sort_values(S.SEQ)
+        .reset_index(drop=True)
+    )
+    seen = one[one[S.CELL] == "known_future_seen"]
+    ndcg = (1 / (1 + seen[S.RANK]).map(math.log2)).where(seen[S.RANK] <= 10, 0.0).mean()
+    popularity, _ = learned[("popularity", "known_future_seen")]
+    assert len(seen) >= 100 and ndcg > 1.2 * popularity, (ndcg, popularity)
+    score(spark, split_lake, DATASET, "gru4rec", with_processes(conf, 2), tracking_uri=store)
+    two = (
+        ranks.select(S.CELL, S.USER_ID, S.SEQ, S.RANK, S.TIED)
+        .toPandas()
+        .sort_values(S.SEQ)
+        .reset_index(drop=True)
+    )
+    assert len(two) == len(one) > 0 and two.equals(one)

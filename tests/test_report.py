@@ -163,7 +163,9 @@ def test_views_select_the_papers_measures():
     }
     assert views["intent"] == {"ndcg@10"}
     assert views["panther"] == {"hr@1", "hr@5", "hr@10", "ndcg@5"}
-    assert views["horizon"] == {f"{m}@{k}" for m in ("ndcg", "mrr", "recall", "precision") for k in (10, 50, 100)}
+    assert views["horizon"] == {
+        f"{m}@{k}" for m in ("ndcg", "mrr", "recall", "precision") for k in (10, 50, 100)
+    }
 
 
 def test_grid_puts_validation_beside_test_with_intervals_and_floor_marks():

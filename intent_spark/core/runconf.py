@@ -89,6 +89,9 @@ class RunConf:
     audit: AuditConf | None = None
     models_conf: str | None = None
     model_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    processes: int | None = (
+        None  # training and scoring processes (TorchDistributor); the models conf's otherwise
+    )
     split_conf: str | None = None
     tracking_uri: str | None = None
     compare: CompareConf = field(default_factory=CompareConf)

@@ -19,6 +19,13 @@ def to_uri(path: str) -> str:
     return "file:" + path
 
 
+def remove_folder(folder: str) -> None:
+    """Delete a folder and everything in it, if it is there."""
+    fs, path = filesystem(folder)
+    if fs.get_file_info(path).type == pafs.FileType.Directory:
+        fs.delete_dir(path)
+
+
 def part_files(folder: str, suffix: str) -> list[str]:
     """The part files Spark wrote into ``folder`` (paths within its filesystem), in partition order."""
     fs, path = filesystem(folder)

@@ -70,10 +70,16 @@ def read_catalogue(urls: list[str]) -> Catalogue:
 
 
 def training_batches(
-    urls: list[str], batch_size: int, shuffle_buffer: int, seed: int, epochs: int | None = None
+    urls: list[str],
+    batch_size: int,
+    shuffle_buffer: int,
+    seed: int,
+    epochs: int | None = None,
+    shard: tuple[int, int] = (0, 1),
 ) -> Generator[Any, None, None]:
     """Shuffled (batch_size, context + 1) training rows as torch tensors: an endless stream, or
-    ``epochs`` passes over every row."""
+    ``epochs`` passes over every row. ``shard`` (rank, processes): this process's share of the
+    row groups, Petastorm's ``cur_shard`` of ``shard_count``."""
     from petastorm import make_batch_reader
     from petastorm.pytorch import BatchedDataLoader
 
@@ -88,6 +94,7 @@ def training_batches(
             shuffle_row_groups=True,
             seed=seed,
             reader_pool_type="dummy",
+            **({"cur_shard": shard[0], "shard_count": shard[1]} if shard[1] > 1 else {}),
         ) as reader,
     ):
         loader = BatchedDataLoader(reader, batch_size=batch_size, shuffling_queue_capacity=shuffle_buffer)
@@ -131,3 +138,18 @@ def user_blocks(urls: list[str]) -> Iterator[UserBlock]:
             if targets.size and targets[0] == 0:
                 raise IntentError(f"{url}: a target is its user's first event (no context)")
             yield UserBlock(items[start:end], targets, seqs[start:end][targets])
+
+
+def row_groups(urls: list[str]) -> int:
+    """How many Parquet row groups the files hold (the most processes a shard can feed)."""
+    import pyarrow.parquet as pq
+
+    from intent_spark.lake.files import filesystem
+
+    total = 0
+    for url in urls:
+        local = url.startswith("file:") and not url.startswith("file://")
+        fs, path = filesystem(url.removeprefix("file:") if local else url)
+        with fs.open_input_file(path) as source:
+            total += pq.ParquetFile(source).metadata.num_row_groups
+    return total

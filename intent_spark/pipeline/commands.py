@@ -146,10 +146,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _models_conf(args: argparse.Namespace):
-    from intent_spark.train.conf import check_model, load_models_conf, with_steps
+    from intent_spark.train.conf import check_model, load_models_conf, with_processes, with_steps
 
     check_model(args.model)
-    return with_steps(load_models_conf(args.models_conf), args.steps)
+    return with_processes(with_steps(load_models_conf(args.models_conf), args.steps), args.processes)
 
 
 def cmd_models(args: argparse.Namespace) -> int:

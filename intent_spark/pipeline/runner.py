@@ -26,7 +26,7 @@ from intent_spark.core.sources import SourceConf, at_item_level, load_source
 from intent_spark.pipeline import graph
 from intent_spark.pipeline.stages import StageFailed, StageLog, fingerprint, raw_listing
 from intent_spark.split.conf import SplitConf, load_split_conf
-from intent_spark.train.conf import ModelsConf, check_model, load_models_conf
+from intent_spark.train.conf import ModelsConf, check_model, load_models_conf, with_processes
 
 
 @dataclass
@@ -92,8 +92,10 @@ class Runner:
         self.base = Path(conf.workdir)
         # Names (a module:Class spec by its class's name), checked before hours of ingest.
         self.models = tuple(check_model(model) for model in conf.models)
-        self.models_conf: ModelsConf = load_models_conf(
-            conf.models_conf, conf.model_overrides, child(conf.path, "model_overrides")
+        self.models_conf: ModelsConf = with_processes(
+            load_models_conf(conf.models_conf, conf.model_overrides, child(conf.path, "model_overrides")),
+            conf.processes,
+            child(conf.path, "processes"),
         )
         self.split_conf_path = Path(conf.split_conf) if conf.split_conf else CONF_DIR / "split.yaml"
         self.logs: dict[str, StageLog] = {}

@@ -36,6 +36,7 @@ class ModelsConf:
 
     context: int = 50
     max_tokens: int = 16
+    processes: int = 1  # training and scoring processes: TorchDistributor above 1
     models: dict[str, dict[str, Any]] = field(default_factory=dict)
     steps: int | None = None  # every model's ``steps`` replaced (the demo's short runs)
 
@@ -80,7 +81,7 @@ def load_models_conf(
     models and settings are one-line errors naming the file, the key and the closest known one."""
     where = str(Path(path) if path else CONF_DIR / "models.yaml")
     raw = load_yaml(Path(where))
-    check_keys(raw, ("context", "max_tokens", "models"), where)
+    check_keys(raw, ("context", "max_tokens", "processes", "models"), where)
     listed = raw.get("models") or {}
     if not isinstance(listed, dict):
         raise ConfError(f"{child(where, 'models')}: expected a mapping of model names to settings")
@@ -99,8 +100,10 @@ def load_models_conf(
     conf = ModelsConf(
         context=_integer(raw.get("context", 50), child(where, "context")),
         max_tokens=_integer(raw.get("max_tokens", 16), child(where, "max_tokens")),
+        processes=_integer(raw.get("processes", 1), child(where, "processes")),
         models=models,
     )
+    with_processes(conf, conf.processes, child(where, "processes"))
     for name in models:
         conf.logged(name)  # every listed model's values checked up front
     return conf
@@ -120,3 +123,12 @@ def check_model(model: str) -> str:
 def with_steps(conf: ModelsConf, steps: int | None) -> ModelsConf:
     """The same conf with every model's step count replaced (the demo's short runs)."""
     return conf if steps is None else replace(conf, steps=steps)
+
+
+def with_processes(conf: ModelsConf, processes: int | None, where: str = "--processes") -> ModelsConf:
+    """The same conf trained and scored over ``processes`` processes (None: as it is)."""
+    if processes is None:
+        return conf
+    if not isinstance(processes, int) or isinstance(processes, bool) or processes < 1:
+        raise ConfError(f"{where}: expected a positive number of processes, got {processes!r}")
+    return replace(conf, processes=processes)

@@ -29,7 +29,7 @@ from intent_spark.split.populations import SPLITS, split_cutoffs
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.inputs import build_model_inputs
 from intent_spark.train.registry import resolve
-from models.interface import Catalogue, Model, TrainingData
+from models.interface import HISTORY, Catalogue, Model, TrainingData
 from models.training import pick_device
 
 
@@ -124,6 +124,7 @@ def train(
         "code_version": code_version(),
         "device": device.type,
         "splits": ",".join(splits),
+        "processes": conf.processes if cls.fits and cls.kind != HISTORY else 1,
         **{f"{split}_cutoff": f"{cutoff:%Y-%m-%d}" for split, cutoff in cutoffs.items()},
         **{f"{r[S.SPLIT]}_split_seed": r.seed for r in split_rows},
         S.ITEM_LEVEL: next((r[S.ITEM_LEVEL] for r in split_rows if r[S.ITEM_LEVEL]), S.DEFAULT_ITEM_LEVEL),
@@ -146,10 +147,14 @@ def train(
             folder = Path(tmp) / split
             folder.mkdir()
             where = f"{dataset} {name} {split}"
-            if cls.fits:
+            if cls.fits and conf.processes > 1 and cls.kind != HISTORY:
+                stats = _fit_in_processes(spark, lake, dataset, model, conf, split, folder, progress)
+                run.log_metrics({f"train.{split}.{k}": float(v) for k, v in stats.items() if _number(v)})
+                meta.update({k: v for k, v in stats.items() if not _number(v)})
+            elif cls.fits:
                 urls = split_files(spark, lake, S.TRAIN_SEQUENCES, dataset, split)
                 training = TrainingData(
-                    partial(_open_batches, urls),
+                    partial(open_batches, urls, 0, 1),
                     context=conf.context,
                     seed=conf.scoring(name).seed,
                     device=device,
@@ -159,16 +164,66 @@ def train(
                 stats = plugin_call(where, "fit", fitted.fit, training) or {}
                 run.log_metrics({f"train.{split}.{k}": float(v) for k, v in stats.items() if _number(v)})
                 meta.update({k: v for k, v in stats.items() if not _number(v)})
-            plugin_call(where, "save", fitted.save, folder)
+            if not any(folder.iterdir()):  # a distributed fit left rank 0's saved model there
+                plugin_call(where, "save", fitted.save, folder)
             (folder / "meta.json").write_text(json.dumps(meta, indent=2))
             progress(f"{where}: {catalogue.n_items:,} items, {catalogue.n_trained:,} trained")
         run.log_artifacts(tmp, "model")
         return run.run_id
 
 
-def _open_batches(urls: list[str], batch_size: int, shuffle_buffer: int, seed: int, epochs: int | None):
-    """The Petastorm reader over one split's training sequences; closing it stops the reader."""
-    return closing(training_batches(urls, batch_size, shuffle_buffer, seed, epochs))
+def _fit_in_processes(spark, lake, dataset, model, conf, split, folder: Path, progress) -> dict[str, Any]:
+    """One split's model fitted by ``conf.processes`` processes (TorchDistributor, DDP); rank
+    0's saved model copied into ``folder``; its fit's numbers."""
+    from intent_spark.lake.files import remove_folder as drop_staging
+    from intent_spark.lake.readers import row_groups
+    from intent_spark.train.distributed import FitJob, copy_folder, fit_process, read_json, run_processes
+
+    cls = resolve(model)
+    where = f"{dataset} {cls.name} {split}"
+    if not cls.distributable:
+        raise IntentError(
+            f"model {cls.name!r} cannot be distributed (its fit has its own loop); train it with --processes 1"
+        )
+    urls = split_files(spark, lake, S.TRAIN_SEQUENCES, dataset, split)
+    groups = row_groups(urls)
+    if groups < conf.processes:
+        raise IntentError(
+            f"{where}: the training sequences hold {groups} row group(s), too few to shard over {conf.processes} processes"
+        )
+    staging = f"{lake.rstrip('/')}/_staging/train/{dataset}/{cls.name}/{split}"
+    drop_staging(staging)
+    job = FitJob(
+        model=model,
+        conf=conf,
+        catalogue_urls=split_files(spark, lake, S.CATALOGUE, dataset, split),
+        texts=item_texts(spark, lake, dataset, split) if cls.needs_text else None,
+        sequence_urls=urls,
+        staging=staging,
+        where=where,
+    )
+    progress(f"{where}: training in {conf.processes} processes ({groups} row groups of training sequences)")
+    try:
+        run_processes(spark, conf.processes, fit_process, staging, where, job)
+        copy_folder(f"{staging}/model", str(folder))
+        stats = read_json(f"{staging}/stats.json")
+    finally:
+        drop_staging(staging)
+    return {**stats, "processes": conf.processes}
+
+
+def open_batches(
+    urls: list[str],
+    rank: int,
+    processes: int,
+    batch_size: int,
+    shuffle_buffer: int,
+    seed: int,
+    epochs: int | None,
+):
+    """The Petastorm reader over this process's shard of one split's training sequences;
+    closing it stops the reader."""
+    return closing(training_batches(urls, batch_size, shuffle_buffer, seed, epochs, shard=(rank, processes)))
 
 
 def _prefixed(progress: Callable[[str], None], where: str, line: str) -> None:

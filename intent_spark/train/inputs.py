@@ -29,6 +29,11 @@ from intent_spark.split.populations import labelled_populations
 # Every user's scoring rows land in one file (repartitioned by user); the scorer reads and sorts
 # one file at a time, so this bounds its memory.
 SCORE_ROWS_PER_FILE = 2_000_000
+# Training sequences of a split are spread over this many files by user, each sorted: the same
+# rows in the same order on every machine, and row groups enough for Petastorm to give every
+# training process its own shard (cur_shard / shard_count).
+TRAIN_FILES = 16
+INPUTS_LAYOUT = 2  # in the stamp: inputs written by another layout are rebuilt
 
 
 def catalogue(labelled: DataFrame, items: DataFrame, max_tokens: int) -> DataFrame:
@@ -144,7 +149,7 @@ def inputs_stamp(spark: SparkSession, lake: str, dataset: str, context: int, max
     """What the model inputs depend on: the split tables' checksums and the input settings."""
     rows = read_table(spark, lake, S.CHECKSUMS, dataset).collect()  # one row per split table
     sums = ",".join(f"{r.table}:{r.rows}:{r.checksum}" for r in sorted(rows, key=lambda r: r.table))
-    return f"{sums};context={context};max_tokens={max_tokens}"
+    return f"{sums};context={context};max_tokens={max_tokens};layout={INPUTS_LAYOUT}"
 
 
 def build_model_inputs(
@@ -184,7 +189,8 @@ def build_model_inputs(
     for split, labelled in populations.items():
         rows = stored.where(F.col(S.SPLIT) == split)
         training = training_events(labelled)
-        sequences.append(train_sequences(training, rows, context).withColumn(S.SPLIT, F.lit(split)))
+        chunks = train_sequences(training, rows, context).withColumn(S.SPLIT, F.lit(split))
+        sequences.append(chunks.repartition(TRAIN_FILES, S.USER_ID).sortWithinPartitions(S.USER_ID, S.CHUNK))
         split_targets = targets.where(F.col(S.SPLIT) == split)
         stream = score_events(labelled, split_targets, rows).withColumn(S.SPLIT, F.lit(split))
         streams.append(stream.repartition(files, S.USER_ID).sortWithinPartitions(S.USER_ID, S.POSITION))

@@ -15,15 +15,16 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
+from intent_spark.lake.files import remove_folder
 from intent_spark.lake.readers import split_files, user_blocks
 from intent_spark.lake.tables import read_table, write_dataset
 from intent_spark.lake.tracking import download_artifacts, find_run, log_run_metrics
 from intent_spark.split.populations import SPLITS
 from intent_spark.train.conf import ModelsConf
-from intent_spark.train.fit import build_model, plugin_call, split_catalogue, stamp_digest, train
+from intent_spark.train.fit import build_model, item_texts, plugin_call, split_catalogue, stamp_digest, train
 from intent_spark.train.inputs import inputs_stamp
 from intent_spark.train.registry import resolve
-from models.interface import Catalogue, Model
+from models.interface import HISTORY, Catalogue, Model
 from models.training import pick_device
 
 
@@ -120,25 +121,43 @@ def score(
     # a row per split: how many targets each must rank
     per_split = read_table(spark, lake, S.TARGETS, dataset).groupBy(S.SPLIT).count().collect()
     targets = {r[S.SPLIT]: r["count"] for r in per_split}
+    drop_staging(staging)  # parts a killed scoring left behind are not this one's
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = download_artifacts(tracking_uri, run.info.run_id, "model", tmp)
-            for split in splits:
-                catalogue = split_catalogue(spark, lake, dataset, split)
-                fitted = load_model(cls, folder / split, catalogue, conf, device)
-                urls = split_files(spark, lake, S.SCORE_EVENTS, dataset, split)
-                seconds, written = rank_split(
-                    fitted,
-                    urls,
-                    conf,
-                    device,
-                    f"{staging}/{split}.parquet",
-                    targets.get(split, 0),
-                    lambda line, split=split: progress(f"{dataset} {name} {split}: {line}"),
-                    where=f"{dataset} {name} {split}",
-                )
-                metrics[f"score.{split}.targets_per_second"] = written / seconds if seconds else 0.0
-                metrics[f"score.{split}.targets"] = float(written)
+        if conf.processes > 1 and cls.kind != HISTORY:
+            metrics = _score_in_processes(
+                spark,
+                lake,
+                dataset,
+                model,
+                conf,
+                tracking_uri,
+                run.info.run_id,
+                splits,
+                staging,
+                targets,
+                progress,
+            )
+        else:
+            if conf.processes > 1:
+                progress(f"{dataset} {name}: a count model ranks in one pass; scored in one process")
+            with tempfile.TemporaryDirectory() as tmp:
+                folder = download_artifacts(tracking_uri, run.info.run_id, "model", tmp)
+                for split in splits:
+                    catalogue = split_catalogue(spark, lake, dataset, split)
+                    fitted = load_model(cls, folder / split, catalogue, conf, device)
+                    urls = split_files(spark, lake, S.SCORE_EVENTS, dataset, split)
+                    seconds, written = rank_split(
+                        fitted,
+                        user_blocks(urls),
+                        conf,
+                        device,
+                        staged_part(staging, split),
+                        targets.get(split, 0),
+                        lambda line, split=split: progress(f"{dataset} {name} {split}: {line}"),
+                        where=f"{dataset} {name} {split}",
+                    )
+                    metrics[f"score.{split}.targets_per_second"] = written / seconds if seconds else 0.0
+                    metrics[f"score.{split}.targets"] = float(written)
     except Exception:
         drop_staging(staging)  # nothing of a failed scoring is kept
         raise
@@ -147,22 +166,63 @@ def score(
     return rows
 
 
+def _score_in_processes(
+    spark, lake, dataset, model, conf, tracking_uri, run_id, splits, staging, targets, progress
+):
+    """Every split ranked by ``conf.processes`` processes (TorchDistributor), each over every
+    N-th user block; their staged parts must hold every target of the split."""
+    from intent_spark.train.distributed import ScoreJob, run_processes, score_process, staged_counts
+
+    cls = resolve(model)
+    where = f"{dataset} {cls.name}"
+    progress(f"{where}: scoring in {conf.processes} processes")
+    job = ScoreJob(
+        model=model,
+        conf=conf,
+        tracking_uri=tracking_uri,
+        run_id=run_id,
+        splits=list(splits),
+        catalogue_urls={split: split_files(spark, lake, S.CATALOGUE, dataset, split) for split in splits},
+        event_urls={split: split_files(spark, lake, S.SCORE_EVENTS, dataset, split) for split in splits},
+        texts={
+            split: item_texts(spark, lake, dataset, split) if cls.needs_text else None for split in splits
+        },
+        staging=staging,
+        where=where,
+    )
+    run_processes(spark, conf.processes, score_process, staging, where, job)
+    counts = staged_counts(staging)
+    metrics: dict[str, float] = {"score.processes": float(conf.processes)}
+    for split in splits:
+        written = sum(c["targets"][split] for c in counts)
+        if len(counts) != conf.processes or written != targets.get(split, 0):
+            raise IntentError(
+                f"{where} {split}: {len(counts)} of {conf.processes} processes staged {written:,} targets "
+                f"of {targets.get(split, 0):,}; nothing committed"
+            )
+        slowest = max(c["seconds"][split] for c in counts)
+        metrics[f"score.{split}.targets_per_second"] = written / slowest if slowest else 0.0
+        metrics[f"score.{split}.targets"] = float(written)
+    return metrics
+
+
 def drop_staging(staging: str) -> None:
-    import pyarrow.fs as pafs
-
-    from intent_spark.lake.files import filesystem
-
-    fs, path = filesystem(staging)
-    if fs.get_file_info(path).type == pafs.FileType.Directory:
-        fs.delete_dir(path)
+    remove_folder(staging)
 
 
 STAGED_SCHEMA = f"{S.SEQ} bigint, {S.RANK} double, {S.TIED} bigint"  # what rank_split stages
 
 
-def rank_split(fitted, urls, conf, device, out_path, expected, progress, where) -> tuple[float, int]:
-    """Rank one split's targets and stage ``seq, rank`` as Parquet; return (seconds, targets).
-    A model's fault (scores of the wrong shape, NaN) is one line naming ``where``."""
+def staged_part(staging: str, split: str, rank: int = 0) -> str:
+    """Where one process stages its ranks of a split (every part of a split is one folder)."""
+    return f"{staging}/{split}/part-{rank:05d}.parquet"
+
+
+def rank_split(fitted, blocks, conf, device, out_path, expected, progress, where) -> tuple[float, int]:
+    """Rank the targets of a split's user blocks (all of them, or one process's share) and
+    stage ``seq, rank, tied`` as Parquet; return (seconds, targets). ``expected``: the targets
+    the blocks must hold (None: a share, checked by the stage). A model's fault (scores of the
+    wrong shape, NaN) is one line naming ``where``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -178,17 +238,20 @@ def rank_split(fitted, urls, conf, device, out_path, expected, progress, where) 
         now = time.monotonic()
         if now - last_report[0] >= 10 or done == expected:
             rate = done / (now - start) if now > start else 0.0
-            left = (expected - done) / rate if rate else float("nan")
-            progress(f"{done:,}/{expected:,} targets, {rate:,.0f}/s, about {left:.0f}s left")
+            if expected is None:
+                progress(f"{done:,} targets of this process's share, {rate:,.0f}/s")
+            else:
+                left = (expected - done) / rate if rate else float("nan")
+                progress(f"{done:,}/{expected:,} targets, {rate:,.0f}/s, about {left:.0f}s left")
             last_report[0] = now
 
     fs, path = filesystem(out_path)
     fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
     schema = pa.schema([(S.SEQ, pa.int64()), (S.RANK, pa.float64()), (S.TIED, pa.int64())])
     written = 0
-    blocks = rank_blocks(
+    ranked = rank_blocks(
         fitted,
-        user_blocks(urls),
+        blocks,
         context=conf.context,
         batch_size=settings.score_batch,
         chunk_items=chunk,
@@ -198,7 +261,7 @@ def rank_split(fitted, urls, conf, device, out_path, expected, progress, where) 
     )
     with fs.open_output_stream(path) as sink, pq.ParquetWriter(sink, schema) as writer:
         try:
-            for seqs, ranks, ties in blocks:
+            for seqs, ranks, ties in ranked:
                 writer.write_table(pa.table({S.SEQ: seqs, S.RANK: ranks, S.TIED: ties}, schema=schema))
                 written += seqs.shape[0]
         except ModelFault as fault:
@@ -207,7 +270,7 @@ def rank_split(fitted, urls, conf, device, out_path, expected, progress, where) 
             raise
         except Exception as exc:  # noqa: BLE001 - the model's own scoring code failed
             raise IntentError(f"{where}: scoring failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
-    if written != expected:
+    if expected is not None and written != expected:
         raise IntentError(f"scored {written:,} targets but the split has {expected:,}")
     return time.monotonic() - start, written
 
@@ -221,7 +284,7 @@ def write_ranks(
     for split in splits:
         part = (
             spark.read.schema(STAGED_SCHEMA)  # known: no job to infer it from the files
-            .parquet(f"{staging}/{split}.parquet")
+            .parquet(f"{staging}/{split}")  # one part per scoring process
             .withColumn(S.SPLIT, F.lit(split))
         )
         staged = part if staged is None else staged.unionByName(part)

@@ -19,12 +19,12 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
 from intent_spark.ingest.tokens import MIN_WORD_LENGTH, WORD_SPLIT
-from intent_spark.lake.readers import read_catalogue, split_files
+from intent_spark.lake.readers import read_catalogue, split_files, user_blocks
 from intent_spark.lake.tables import read_table, source_table, write_dataset
 from intent_spark.lake.tracking import download_artifacts, find_run
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.inputs import build_model_inputs, first_token_ids, token_vocabulary
-from intent_spark.train.score import rank_split, write_ranks
+from intent_spark.train.score import rank_split, staged_part, write_ranks
 from models.interface import Catalogue
 from models.sasrec import SASRecF, SASRecFModel
 from models.training import pick_device
@@ -152,10 +152,10 @@ def score_transfer(
     staging = f"{lake.rstrip('/')}/_staging/ranks/{target}/{name}"
     rank_split(
         fitted,
-        split_files(spark, lake, S.SCORE_EVENTS, target, S.TEST),
+        user_blocks(split_files(spark, lake, S.SCORE_EVENTS, target, S.TEST)),
         conf,
         device,
-        f"{staging}/{S.TEST}.parquet",
+        staged_part(staging, S.TEST),
         targets.count(),
         lambda line: progress(f"{target} {name}: {line}"),
         where=f"{target} {name}",
