@@ -175,9 +175,48 @@ def test_intent_run_on_the_cluster_equals_the_local_run_despite_a_killed_executo
     log = _finish(run, "run", _kill_an_executor_after_the_test_cutoff(run))
     assert "Lost executor" in log, log[-3000:]
     assert "done: report at" in log
-    same_tables(
-        spark, str(tmp_path / "cluster" / "work" / "lake"), str(reference_run / "lake"), DATASET, TABLES
+    lake = str(tmp_path / "cluster" / "work" / "lake")
+    same_tables(spark, lake, str(reference_run / "lake"), DATASET, TABLES)
+    _train_and_score_in_two_processes_over_the_workers(spark, cluster, lake)
+
+
+def _train_and_score_in_two_processes_over_the_workers(spark, cluster, lake: str) -> None:
+    """GRU4Rec trained (the test split's model) and scored by two TorchDistributor processes,
+    barrier tasks on the two executors; the same run scored by one local process gives the
+    same ranks."""
+    from mlflow import MlflowClient
+    from pyspark.sql import functions as F
+
+    from intent_spark.lake.tables import read_table
+    from intent_spark.lake.tracking import default_tracking_uri, find_run
+    from intent_spark.train.conf import load_models_conf
+    from intent_spark.train.score import score
+
+    common = ["--dataset", DATASET, "--lake", lake, "--model", "gru4rec", "--processes", "2"]
+    trained = _finish(
+        _submit(cluster, "train", *common, "--steps", "20", "--split", "test"), "train in 2 processes"
     )
+    assert "training in 2 processes" in trained and "step 20/20" in trained, trained[-3000:]
+    _finish(_submit(cluster, "score", *common), "score in 2 processes")
+    uri = default_tracking_uri(lake)
+    assert (
+        MlflowClient(uri).get_run(find_run(uri, DATASET, "gru4rec").info.run_id).data.params["processes"]
+        == "2"
+    )
+
+    def ranks():
+        frame = read_table(spark, lake, S.RANKS, DATASET).where(F.col(S.MODEL) == "gru4rec")
+        return (
+            frame.select(S.SPLIT, S.SEQ, S.RANK, S.TIED)
+            .toPandas()
+            .sort_values([S.SPLIT, S.SEQ])
+            .reset_index(drop=True)
+        )
+
+    two = ranks()
+    score(spark, lake, DATASET, "gru4rec", load_models_conf(), tracking_uri=uri)
+    one = ranks()
+    assert len(one) == len(two) > 0 and one.equals(two)
 
 
 @pytest.mark.cluster
