@@ -7,7 +7,7 @@ DELTA_VERSION := 4.0.1
 DELTA_JARS := .jars/delta-spark_2.13-$(DELTA_VERSION).jar .jars/delta-storage-$(DELTA_VERSION).jar
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup demo demo-full test test-cluster test-fast lint bench clean
+.PHONY: help setup demo demo-full test test-cluster test-fast lint bench bench-processes clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -53,6 +53,10 @@ bench: setup ## benchmarks, not tests (BENCHMARKS.md): ingest, split scaling vs 
 	$(PY) bench/ingest_bench.py --dataset rees46 --events $(BENCH_EVENTS)
 	cd bench && ../$(PY) scale_bench.py --events $(SCALE_EVENTS) --out results/scale.json
 	cd bench && ../$(PY) model_bench.py --out results/models.json --tracking-uri sqlite:///results/mlflow.db
+	$(PY) bench/processes_bench.py --out bench/results/processes.json
+
+bench-processes: setup ## SASRec training steps/s and scoring targets/s in 1 and 2 processes (TorchDistributor)
+	$(PY) bench/processes_bench.py --out bench/results/processes.json
 
 clean: ## remove demo output and caches (keeps .venv and .jars)
 	rm -rf demo demo-full spark-warehouse .pytest_cache

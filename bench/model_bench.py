@@ -138,7 +138,9 @@ def encoder_rate(model, device: torch.device, rounds: int = 8) -> float:
     return rounds * SCORING.score_batch / (time.perf_counter() - start)
 
 
-def matmul_limits(targets: int, n_items: int, device: torch.device) -> tuple[float, float, float]:
+def matmul_limits(
+    targets: int, n_items: int, device: torch.device, dtype: torch.dtype = torch.float32
+) -> tuple[float, float, float]:
     """Two limits in targets per second, and the product's best speed in GFLOP/s.
 
     - same shape: the bare (rows x 64) @ (64 x items) product over the whole catalogue, at its
@@ -152,7 +154,7 @@ def matmul_limits(targets: int, n_items: int, device: torch.device) -> tuple[flo
         for rows in (16, 64, 128, 256, 1024):
             if rows * catalogue.shape[0] > 1 << 26:
                 continue
-            states = torch.randn(rows, CONF.dims, device=device)
+            states = torch.randn(rows, CONF.dims, device=device, dtype=dtype)
             (states @ catalogue.T).sum()
             rounds = max(3, targets // rows)
             start = time.perf_counter()
@@ -164,9 +166,9 @@ def matmul_limits(targets: int, n_items: int, device: torch.device) -> tuple[flo
             del scores
         return best
 
-    same_shape = best_rate(torch.randn(n_items, CONF.dims, device=device))
+    same_shape = best_rate(torch.randn(n_items, CONF.dims, device=device, dtype=dtype))
     block = min(n_items, 16_384)
-    flops = best_rate(torch.randn(block, CONF.dims, device=device)) * 2 * CONF.dims * block
+    flops = best_rate(torch.randn(block, CONF.dims, device=device, dtype=dtype)) * 2 * CONF.dims * block
     return same_shape, flops / (2 * CONF.dims * n_items), flops / 1e9
 
 
@@ -205,10 +207,18 @@ def main() -> None:
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     parser.add_argument("--out", default=None)
     parser.add_argument("--tracking-uri", default=None, help="also log the rows to this MLflow store")
+    parser.add_argument(
+        "--precision",
+        choices=("fp32", "tf32"),
+        default="fp32",
+        help="float32 products in full precision, or in TensorFloat-32 on a GPU that has it",
+    )
     args = parser.parse_args()
+    torch.set_float32_matmul_precision("highest" if args.precision == "fp32" else "high")
     device = torch.device(args.device) if args.device else pick_device()
     result = {
         "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads, device {device}",
+        "precision": args.precision,
         "torch": torch.__version__,
         "scoring": [],
         "training": [],
@@ -234,6 +244,10 @@ def main() -> None:
                 row["compute_limit_targets_per_second"] = round(statistics.median(x[1] for x in limits), 1)
                 row["fraction_of_compute_limit"] = round(fractions[1], 3)
                 row["matmul_gflops"] = round(statistics.median(x[2] for x in limits), 1)
+                if device.type == "cuda":  # the bare product in bf16: what a bf16 model could reach
+                    row["matmul_bf16_targets_per_second"] = round(
+                        matmul_limits(targets, n_items, device, torch.bfloat16)[0], 1
+                    )
             result["scoring"].append(row)
             print(json.dumps(row), flush=True)
     for n_items in args.train_items:

@@ -18,7 +18,8 @@ from intent_spark.pipeline.graph import STAGES, scheduled_dependencies
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEDULED = [stage.name for stage in STAGES if stage.scheduled]
-LOCAL_ONLY = {"generate", "run"}  # synthetic data and the laptop chain: not part of the cluster job
+# synthetic data, the laptop chain, and the commands for models outside the benchmark's process
+LOCAL_ONLY = {"generate", "run", "export", "submit"}
 
 
 @pytest.fixture(scope="module")

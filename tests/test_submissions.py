@@ -382,7 +382,7 @@ def test_parquet_scores_that_are_not_finite_are_rejected(spark, exchange_lake, t
         }
     )
     pq.write_table(table, path)
-    scored = submit(spark, lake, "toy", str(path), "nan_scores", tracking_uri=None)
+    scored = submit(spark, lake, "toy", str(path), "nonfinite_scores", tracking_uri=None)
     assert {f.kind: f.count for f in scored.faults} == {"score not finite": 1}
     assert scored.accepted == 1 and scored.list_length == 2
 

@@ -17,11 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import partial
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -78,6 +74,17 @@ def process_rank() -> tuple[int, int]:
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def process_device():
+    """This process's device: its own GPU (torchrun's LOCAL_RANK) where it was given one."""
+    import torch
+
+    if torch.cuda.is_available() and os.environ.get("CUDA_VISIBLE_DEVICES", "") != "":
+        device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}")
+        torch.cuda.set_device(device)
+        return device
+    return torch.device("cpu")
+
+
 def _guarded(work: Callable[..., None], staging: str, where: str, *args: Any) -> None:
     """One process's work; its failure is written as one line before the process exits: the
     work's own message (which names the model and split) and the process."""
@@ -91,7 +98,7 @@ def _guarded(work: Callable[..., None], staging: str, where: str, *args: Any) ->
     except Exception as exc:
         line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         text = line if isinstance(exc, IntentError) else f"{where}: {type(exc).__name__}: {line}"
-        _write(f"{staging}/{ERRORS}/rank-{rank:05d}.txt", f"{text[:400]} (process {rank} of {world})")
+        write_text(f"{staging}/{ERRORS}/rank-{rank:05d}.txt", f"{text[:400]} (process {rank} of {world})")
         raise
 
 
@@ -107,7 +114,7 @@ def _errors(staging: str) -> list[str]:
     return messages
 
 
-def _write(path: str, text: str) -> None:
+def write_text(path: str, text: str) -> None:
     fs, inside = filesystem(path)
     fs.create_dir(inside.rsplit("/", 1)[0], recursive=True)
     with fs.open_output_stream(inside) as sink:
@@ -130,137 +137,17 @@ def copy_folder(source: str, destination: str) -> None:
     pafs.copy_files(src, dst, source_filesystem=src_fs, destination_filesystem=dst_fs)
 
 
-@dataclass(frozen=True)
-class FitJob:
-    """What each training process needs: nothing that needs Spark."""
-
-    model: str  # a registered name or a module:Class spec
-    conf: Any  # ModelsConf
-    catalogue_urls: list[str]
-    texts: list[str] | None  # the item texts, read once by the stage for a model that needs them
-    sequence_urls: list[str]
-    staging: str
-    where: str
-
-
-def fit_process(job: FitJob) -> None:
-    """One training process: the model built from the same seed, fitted on this process's shard
-    with gradients averaged by DDP; rank 0 saves it and its numbers under ``staging``."""
-    import torch
-    import torch.distributed as dist
-
-    from intent_spark.lake.readers import read_catalogue
-    from intent_spark.train.fit import build_model, open_batches, plugin_call
-    from intent_spark.train.registry import resolve
-    from models import interface
-    from models.interface import TrainingData
-
-    rank, world = process_rank()
-    cuda = torch.cuda.is_available() and os.environ.get("CUDA_VISIBLE_DEVICES", "") != ""
-    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}") if cuda else torch.device("cpu")
-    if cuda:
-        torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if cuda else "gloo")
-    try:
-        cls = resolve(job.model)
-        catalogue = read_catalogue(job.catalogue_urls)
-        if job.texts is not None:
-            texts = job.texts
-            catalogue = _with_texts(catalogue, texts)
-        fitted = build_model(cls, catalogue, job.conf, device)
-        seed = job.conf.scoring(cls.name).seed
-        training = TrainingData(
-            partial(open_batches, job.sequence_urls, rank, world),
-            context=job.conf.context,
-            seed=seed,
-            device=device,
-            progress=partial(_say, job.where) if rank == 0 else _silent,
-            rank=rank,
-            world_size=world,
-        )
-        torch.manual_seed(seed)
-        loops = interface.DATA_PARALLEL_LOOPS[0]
-        stats = plugin_call(job.where, "fit", fitted.fit, training) or {}
-        if interface.DATA_PARALLEL_LOOPS[0] == loops:
-            raise IntentError(
-                f"model {cls.name!r} trains with its own loop, not models.interface.train_steps, so its "
-                "gradients would not be averaged over processes; train it with --processes 1"
-            )
-        if rank == 0:
-            with tempfile.TemporaryDirectory() as tmp:
-                plugin_call(job.where, "save", fitted.save, Path(tmp))
-                copy_folder(tmp, f"{job.staging}/model")
-            _write(f"{job.staging}/stats.json", json.dumps({k: v for k, v in stats.items()}, default=str))
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
-
-
-def _with_texts(catalogue, texts: list[str]):
+def with_texts(catalogue, texts: list[str]):
     from dataclasses import replace
 
     return replace(catalogue, text_loader=lambda: texts)
 
 
-@dataclass(frozen=True)
-class ScoreJob:
-    """What each scoring process needs: the run's model, the splits' files, where to stage."""
-
-    model: str
-    conf: Any
-    tracking_uri: str
-    run_id: str
-    splits: list[str]
-    catalogue_urls: dict[str, list[str]]
-    event_urls: dict[str, list[str]]
-    texts: dict[str, list[str] | None]
-    staging: str
-    where: str
-
-
-def score_process(job: ScoreJob) -> None:
-    """One scoring process: the model loaded from MLflow once, every ``world``-th user block of
-    each split ranked into this process's part of the staged ranks."""
-    import torch
-
-    from intent_spark.lake.readers import read_catalogue, user_blocks
-    from intent_spark.lake.tracking import download_artifacts
-    from intent_spark.train.registry import resolve
-    from intent_spark.train.score import load_model, rank_split, staged_part
-
-    rank, world = process_rank()
-    cuda = torch.cuda.is_available() and os.environ.get("CUDA_VISIBLE_DEVICES", "") != ""
-    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}") if cuda else torch.device("cpu")
-    cls = resolve(job.model)
-    counts: dict[str, int] = {}
-    seconds: dict[str, float] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = download_artifacts(job.tracking_uri, job.run_id, "model", tmp)
-        for split in job.splits:
-            catalogue = read_catalogue(job.catalogue_urls[split])
-            if job.texts.get(split) is not None:
-                catalogue = _with_texts(catalogue, job.texts[split])  # type: ignore[arg-type]
-            fitted = load_model(cls, folder / split, catalogue, job.conf, device)
-            blocks = (b for i, b in enumerate(user_blocks(job.event_urls[split])) if i % world == rank)
-            say = partial(_say, f"{job.where} {split}") if rank == 0 else _silent
-            seconds[split], counts[split] = rank_split(
-                fitted,
-                blocks,
-                job.conf,
-                device,
-                staged_part(job.staging, split, rank),
-                None,
-                say,
-                where=f"{job.where} {split}",
-            )
-    _write(f"{job.staging}/counts/rank-{rank:05d}.json", json.dumps({"targets": counts, "seconds": seconds}))
-
-
-def _say(where: str, line: str) -> None:
+def say(where: str, line: str) -> None:
     print(f"{where}: {line}", flush=True)  # TorchDistributor copies a process's output to the stage's
 
 
-def _silent(line: str) -> None:
+def silent(line: str) -> None:
     """Ranks other than 0 stay quiet: one progress line per step, not N."""
 
 

@@ -12,7 +12,7 @@ import json
 import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import closing
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -177,7 +177,7 @@ def _fit_in_processes(spark, lake, dataset, model, conf, split, folder: Path, pr
     0's saved model copied into ``folder``; its fit's numbers."""
     from intent_spark.lake.files import remove_folder as drop_staging
     from intent_spark.lake.readers import row_groups
-    from intent_spark.train.distributed import FitJob, copy_folder, fit_process, read_json, run_processes
+    from intent_spark.train.distributed import copy_folder, read_json, run_processes
 
     cls = resolve(model)
     where = f"{dataset} {cls.name} {split}"
@@ -242,3 +242,71 @@ def plugin_call(where: str, what: str, method: Callable[..., Any], *args: Any) -
         raise
     except Exception as exc:  # noqa: BLE001 - a plug-in's fault, never a bare traceback
         raise IntentError(f"{where}: {what} failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
+
+
+@dataclass(frozen=True)
+class FitJob:
+    """What each training process needs: nothing that needs Spark."""
+
+    model: str  # a registered name or a module:Class spec
+    conf: Any  # ModelsConf
+    catalogue_urls: list[str]
+    texts: list[str] | None  # the item texts, read once by the stage for a model that needs them
+    sequence_urls: list[str]
+    staging: str
+    where: str
+
+
+def fit_process(job: FitJob) -> None:
+    """One training process: the model built from the same seed, fitted on this process's shard
+    with gradients averaged by DDP; rank 0 saves it and its numbers under ``staging``."""
+    import torch
+    import torch.distributed as dist
+
+    from intent_spark.lake.readers import read_catalogue
+    from intent_spark.train.distributed import (
+        copy_folder,
+        process_device,
+        process_rank,
+        say,
+        silent,
+        with_texts,
+        write_text,
+    )
+    from models import interface
+
+    rank, world = process_rank()
+    device = process_device()
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    try:
+        cls = resolve(job.model)
+        catalogue = read_catalogue(job.catalogue_urls)
+        if job.texts is not None:
+            catalogue = with_texts(catalogue, job.texts)
+        fitted = build_model(cls, catalogue, job.conf, device)
+        seed = job.conf.scoring(cls.name).seed
+        training = TrainingData(
+            partial(open_batches, job.sequence_urls, rank, world),
+            context=job.conf.context,
+            seed=seed,
+            device=device,
+            progress=partial(say, job.where) if rank == 0 else silent,
+            rank=rank,
+            world_size=world,
+        )
+        torch.manual_seed(seed)
+        loops = interface.DATA_PARALLEL_LOOPS[0]
+        stats = plugin_call(job.where, "fit", fitted.fit, training) or {}
+        if interface.DATA_PARALLEL_LOOPS[0] == loops:
+            raise IntentError(
+                f"model {cls.name!r} trains with its own loop, not models.interface.train_steps, so its "
+                "gradients would not be averaged over processes; train it with --processes 1"
+            )
+        if rank == 0:
+            with tempfile.TemporaryDirectory() as tmp:
+                plugin_call(job.where, "save", fitted.save, Path(tmp))
+                copy_folder(tmp, f"{job.staging}/model")
+            write_text(f"{job.staging}/stats.json", json.dumps({k: v for k, v in stats.items()}, default=str))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()

@@ -29,10 +29,12 @@ from intent_spark.split.populations import labelled_populations
 # Every user's scoring rows land in one file (repartitioned by user); the scorer reads and sorts
 # one file at a time, so this bounds its memory.
 SCORE_ROWS_PER_FILE = 2_000_000
-# Training sequences of a split are spread over this many files by user, each sorted: the same
-# rows in the same order on every machine, and row groups enough for Petastorm to give every
-# training process its own shard (cur_shard / shard_count).
-TRAIN_FILES = 16
+# Training sequences of a split are spread over files by user, each sorted: the same rows in the
+# same order on every machine, and a row group per process for Petastorm to shard
+# (cur_shard / shard_count) - at least two, one more per 10M events. Few and large: Petastorm
+# pays about half a second per row group it opens, every time the endless reader comes round.
+MIN_TRAIN_FILES = 2
+TRAIN_EVENTS_PER_FILE = 10_000_000
 INPUTS_LAYOUT = 2  # in the stamp: inputs written by another layout are rebuilt
 
 
@@ -184,13 +186,15 @@ def build_model_inputs(
     write_dataset(_tagged(catalogues, dataset), lake, S.CATALOGUE, dataset)
     # Indices are read back from the stored catalogue, not recomputed for every table.
     stored = read_table(spark, lake, S.CATALOGUE, dataset)
-    files = max(1, -(-source_table(spark, lake, S.EVENTS, dataset).count() // SCORE_ROWS_PER_FILE))
+    n_events = source_table(spark, lake, S.EVENTS, dataset).count()
+    files = max(1, -(-n_events // SCORE_ROWS_PER_FILE))
+    train_files = max(MIN_TRAIN_FILES, -(-n_events // TRAIN_EVENTS_PER_FILE))
     sequences, streams = [], []
     for split, labelled in populations.items():
         rows = stored.where(F.col(S.SPLIT) == split)
         training = training_events(labelled)
         chunks = train_sequences(training, rows, context).withColumn(S.SPLIT, F.lit(split))
-        sequences.append(chunks.repartition(TRAIN_FILES, S.USER_ID).sortWithinPartitions(S.USER_ID, S.CHUNK))
+        sequences.append(chunks.repartition(train_files, S.USER_ID).sortWithinPartitions(S.USER_ID, S.CHUNK))
         split_targets = targets.where(F.col(S.SPLIT) == split)
         stream = score_events(labelled, split_targets, rows).withColumn(S.SPLIT, F.lit(split))
         streams.append(stream.repartition(files, S.USER_ID).sortWithinPartitions(S.USER_ID, S.POSITION))

@@ -7,7 +7,10 @@ import json
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pyspark.sql import SparkSession
@@ -171,7 +174,7 @@ def _score_in_processes(
 ):
     """Every split ranked by ``conf.processes`` processes (TorchDistributor), each over every
     N-th user block; their staged parts must hold every target of the split."""
-    from intent_spark.train.distributed import ScoreJob, run_processes, score_process, staged_counts
+    from intent_spark.train.distributed import run_processes, staged_counts
 
     cls = resolve(model)
     where = f"{dataset} {cls.name}"
@@ -403,3 +406,62 @@ def export_top_items(
         drop_staging(staging)
     progress(f"{where}: {rows_out:,} answers (top {k}) in {out}")
     return rows_out
+
+
+@dataclass(frozen=True)
+class ScoreJob:
+    """What each scoring process needs: the run's model, the splits' files, where to stage."""
+
+    model: str
+    conf: Any
+    tracking_uri: str
+    run_id: str
+    splits: list[str]
+    catalogue_urls: dict[str, list[str]]
+    event_urls: dict[str, list[str]]
+    texts: dict[str, list[str] | None]
+    staging: str
+    where: str
+
+
+def score_process(job: ScoreJob) -> None:
+    """One scoring process: the model loaded from MLflow once, every ``world``-th user block of
+    each split ranked into this process's part of the staged ranks."""
+
+    from intent_spark.lake.readers import read_catalogue
+    from intent_spark.train.distributed import (
+        process_device,
+        process_rank,
+        say,
+        silent,
+        with_texts,
+        write_text,
+    )
+
+    rank, world = process_rank()
+    device = process_device()
+    cls = resolve(job.model)
+    counts: dict[str, int] = {}
+    seconds: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = download_artifacts(job.tracking_uri, job.run_id, "model", tmp)
+        for split in job.splits:
+            catalogue = read_catalogue(job.catalogue_urls[split])
+            if job.texts.get(split) is not None:
+                catalogue = with_texts(catalogue, job.texts[split])  # type: ignore[arg-type]
+            fitted = load_model(cls, folder / split, catalogue, job.conf, device)
+            blocks = (b for i, b in enumerate(user_blocks(job.event_urls[split])) if i % world == rank)
+            line = partial(say, f"{job.where} {split}") if rank == 0 else silent
+            seconds[split], counts[split] = rank_split(
+                fitted,
+                blocks,
+                job.conf,
+                device,
+                staged_part(job.staging, split, rank),
+                None,
+                line,
+                where=f"{job.where} {split}",
+            )
+    write_text(
+        f"{job.staging}/counts/rank-{rank:05d}.json", json.dumps({"targets": counts, "seconds": seconds})
+    )
