@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
-from intent_spark.lake.tables import has_table, read_table, source_table, write_dataset
+from intent_spark.lake.tables import has_table, read_table, source_table, spark_conf, write_dataset
 from intent_spark.split.cells import training_events
 from intent_spark.split.populations import labelled_populations
 
@@ -198,8 +198,10 @@ def build_model_inputs(
         split_targets = targets.where(F.col(S.SPLIT) == split)
         stream = score_events(labelled, split_targets, rows).withColumn(S.SPLIT, F.lit(split))
         streams.append(stream.repartition(files, S.USER_ID).sortWithinPartitions(S.USER_ID, S.POSITION))
-    progress(f"{dataset}: writing training sequences")
-    write_dataset(_tagged(sequences, dataset), lake, S.TRAIN_SEQUENCES, dataset)
+    progress(f"{dataset}: writing training sequences ({train_files} files per split)")
+    # Adaptive execution would merge small shuffle partitions, and with them the files.
+    with spark_conf(spark, {"spark.sql.adaptive.coalescePartitions.enabled": "false"}):
+        write_dataset(_tagged(sequences, dataset), lake, S.TRAIN_SEQUENCES, dataset)
     progress(f"{dataset}: writing scoring streams ({files} file(s) per split)")
     write_dataset(_tagged(streams, dataset), lake, S.SCORE_EVENTS, dataset)
     write_dataset(
