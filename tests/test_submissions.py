@@ -376,14 +376,14 @@ def test_parquet_scores_that_are_not_finite_are_rejected(spark, exchange_lake, t
     path = tmp_path / "nan.parquet"
     table = pa.table(
         {
-            "target_id": [tid("u02", 6), tid("u02", 5)],
-            "items": [["z", "a"], ["d", "a"]],
-            "scores": [[2.0, 1.0], [float("nan"), 1.0]],
+            "target_id": [tid("u02", 6), tid("u02", 5), tid("u02", 4)],
+            "items": [["z", "a"], ["d", "a"], ["a", "b"]],
+            "scores": [[2.0, 1.0], [float("nan"), 1.0], [1.0, None]],
         }
     )
     pq.write_table(table, path)
     scored = submit(spark, lake, "toy", str(path), "nonfinite_scores", tracking_uri=None)
-    assert {f.kind: f.count for f in scored.faults} == {"score not finite": 1}
+    assert {f.kind: f.count for f in scored.faults} == {"score not finite": 2}
     assert scored.accepted == 1 and scored.list_length == 2
 
 

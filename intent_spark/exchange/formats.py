@@ -44,7 +44,7 @@ A row is rejected, with its reason in the rejects file that `intent submit` name
 target then a miss, when: its `target_id` is unknown (or of another split); its target has more
 than one row (every copy is rejected); an item repeats within its list; an item is not in the
 catalogue; the list is empty or longer than the catalogue; `scores` has another length, rises, or
-holds NaN or infinity; `dataset` or `split` name another; or a field has the wrong type. A
+holds a null, NaN or infinity; `dataset` or `split` name another; or a field has the wrong type. A
 column of the wrong type in a Parquet file refuses the whole file. Each kind of fault is one
 line of `intent submit`'s output with its count and an example; `--strict` makes any of them
 an error.

@@ -327,10 +327,11 @@ def checked_rows(
             text("%d scores for %d items", F.size(scores), n),
         ),
         (
-            scores.isNotNull() & F.exists(scores, lambda x: F.isnan(x) | (F.abs(x) == F.lit(float("inf")))),
+            scores.isNotNull()
+            & F.exists(scores, lambda x: x.isNull() | F.isnan(x) | (F.abs(x) == F.lit(float("inf")))),
             "score not finite",
             SCORES,
-            F.lit("scores hold NaN or infinity"),
+            F.lit("scores hold a null, NaN or infinity"),
         ),
         (
             scores.isNotNull() & (F.size(rising) > 0),
