@@ -28,8 +28,15 @@ SPEC4=(--dataset rees46 --lake "$WORK/lake" --model sasrec --steps 20000 --track
 .venv/bin/intent train "${SPEC4[@]}" --split test | tee "$WORK/train_1.log" | { grep -E "step 20,000|logged" || true; }
 .venv/bin/intent score "${SPEC4[@]}" | tee "$WORK/score_1.log" | { grep -E "ranks in" || true; }
 if [ "$GPUS" -ge 2 ]; then
-  .venv/bin/intent train "${SPEC4[@]}" --split test --processes 2 | tee "$WORK/train_2.log" | { grep -E "step 20,000|logged" || true; }
-  .venv/bin/intent score "${SPEC4[@]}" --processes 2 | tee "$WORK/score_2.log" | { grep -E "ranks in" || true; }
+  # TorchDistributor takes the driver's GPUs from Spark's resource scheduling
+  cat > "$WORK/gpus.sh" <<'SCRIPT'
+#!/usr/bin/env bash
+echo '{"name": "gpu", "addresses": ["0", "1"]}'
+SCRIPT
+  chmod +x "$WORK/gpus.sh"
+  GPU_CONF=(--spark-conf spark.driver.resource.gpu.amount=2 --spark-conf "spark.driver.resource.gpu.discoveryScript=$(realpath "$WORK/gpus.sh")")
+  .venv/bin/intent train "${SPEC4[@]}" "${GPU_CONF[@]}" --split test --processes 2 | tee "$WORK/train_2.log" | { grep -E "step 20,000|logged" || true; }
+  .venv/bin/intent score "${SPEC4[@]}" "${GPU_CONF[@]}" --processes 2 | tee "$WORK/score_2.log" | { grep -E "ranks in" || true; }
 fi
 .venv/bin/intent compare --tracking-uri "sqlite:///$(realpath "$WORK")/mlflow.db" --dataset rees46 --metrics 'steps_per_second|targets_per_second' | tee "$OUT/full_config.txt"
 rm -rf "$WORK/raw" "$WORK/lake"

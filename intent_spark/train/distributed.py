@@ -62,10 +62,11 @@ def run_processes(
 
 
 def _gpus_for(spark: SparkSession, local: bool) -> bool:
-    import torch
-
+    """GPUs as Spark schedules them: the driver's ``gpu`` resource in local mode
+    (``spark.driver.resource.gpu.amount`` and its discovery script), the executors' on a
+    cluster. Without them the processes run on the CPU, as TorchDistributor requires."""
     if local:
-        return torch.cuda.is_available() and torch.cuda.device_count() > 0
+        return "gpu" in spark.sparkContext.resources
     return bool(spark.sparkContext.getConf().get("spark.executor.resource.gpu.amount", ""))
 
 
