@@ -5,7 +5,7 @@ row and turned into ``ranks`` under the submission's name, so ``evaluate``, ``re
 Every check is a column expression over the whole file; a faulty row is rejected with its
 reason (``submission_rejects`` and a JSON Lines file) and its target scored as a miss, and each
 kind of fault is one line with its count and an example. A column of the wrong type in a Parquet
-file refuses the file. Nothing is committed unless the whole submission is accepted.
+file refuses the file; with ``strict`` any fault refuses the submission (its rejects are kept).
 """
 
 from __future__ import annotations
@@ -497,9 +497,6 @@ def _score_checked(
         F.coalesce(F.col(S.RANK), F.lit(float("inf"))).alias(S.RANK),
         F.coalesce(F.col(S.TIED), F.lit(0)).alias(S.TIED),
     )
-    written = write_dataset(ranks, lake, S.RANKS, dataset, model=name, split=split)
-    if written != n_targets:
-        raise IntentError(f"{dataset} {split} {name}: wrote {written:,} ranks for {n_targets:,} targets")
     record = {
         S.DATASET: dataset,
         S.SPLIT: split,
@@ -523,6 +520,10 @@ def _score_checked(
         model=name,
         split=split,
     )
+    # the shortest list first: ranks without it would read as 0 beyond the lists
+    written = write_dataset(ranks, lake, S.RANKS, dataset, model=name, split=split)
+    if written != n_targets:
+        raise IntentError(f"{dataset} {split} {name}: wrote {written:,} ranks for {n_targets:,} targets")
     run_id = None
     if tracking_uri:
         run_id = _log_submission(tracking_uri, dataset, name, {**record, "format": fmt})
