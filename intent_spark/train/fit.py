@@ -112,6 +112,7 @@ def train(
         progress(f"{dataset}: no {', '.join(absent)} split; training {', '.join(cutoffs)} only")
         splits = [split for split in splits if split in cutoffs]
     device = pick_device()
+    distributed = cls.fits and conf.processes > 1 and cls.kind != HISTORY  # count models: one process
     split_rows = read_table(spark, lake, S.SPLITS, dataset).collect()  # a row per split
     params: dict[str, Any] = {
         "dataset": dataset,
@@ -124,7 +125,7 @@ def train(
         "code_version": code_version(),
         "device": device.type,
         "splits": ",".join(splits),
-        "processes": conf.processes if cls.fits and cls.kind != HISTORY else 1,
+        "processes": conf.processes if distributed else 1,
         **{f"{split}_cutoff": f"{cutoff:%Y-%m-%d}" for split, cutoff in cutoffs.items()},
         **{f"{r[S.SPLIT]}_split_seed": r.seed for r in split_rows},
         S.ITEM_LEVEL: next((r[S.ITEM_LEVEL] for r in split_rows if r[S.ITEM_LEVEL]), S.DEFAULT_ITEM_LEVEL),
@@ -136,7 +137,6 @@ def train(
     ):
         for split in splits:
             catalogue = split_catalogue(spark, lake, dataset, split)
-            fitted = build_model(cls, catalogue, conf, device)
             meta: dict[str, Any] = {
                 "split": split,
                 "n_items": catalogue.n_items,
@@ -147,25 +147,25 @@ def train(
             folder = Path(tmp) / split
             folder.mkdir()
             where = f"{dataset} {name} {split}"
-            if cls.fits and conf.processes > 1 and cls.kind != HISTORY:
+            stats: dict[str, Any] = {}
+            if distributed:  # the processes build, fit and save it; rank 0's model lands in folder
                 stats = _fit_in_processes(spark, lake, dataset, model, conf, split, folder, progress)
-                run.log_metrics({f"train.{split}.{k}": float(v) for k, v in stats.items() if _number(v)})
-                meta.update({k: v for k, v in stats.items() if not _number(v)})
-            elif cls.fits:
-                urls = split_files(spark, lake, S.TRAIN_SEQUENCES, dataset, split)
-                training = TrainingData(
-                    partial(open_batches, urls, 0, 1),
-                    context=conf.context,
-                    seed=conf.scoring(name).seed,
-                    device=device,
-                    progress=partial(_prefixed, progress, where),
-                )
-                torch.manual_seed(training.seed)
-                stats = plugin_call(where, "fit", fitted.fit, training) or {}
-                run.log_metrics({f"train.{split}.{k}": float(v) for k, v in stats.items() if _number(v)})
-                meta.update({k: v for k, v in stats.items() if not _number(v)})
-            if not any(folder.iterdir()):  # a distributed fit left rank 0's saved model there
+            else:
+                fitted = build_model(cls, catalogue, conf, device)
+                if cls.fits:
+                    urls = split_files(spark, lake, S.TRAIN_SEQUENCES, dataset, split)
+                    training = TrainingData(
+                        partial(open_batches, urls, 0, 1),
+                        context=conf.context,
+                        seed=conf.scoring(name).seed,
+                        device=device,
+                        progress=partial(_prefixed, progress, where),
+                    )
+                    torch.manual_seed(training.seed)
+                    stats = plugin_call(where, "fit", fitted.fit, training) or {}
                 plugin_call(where, "save", fitted.save, folder)
+            run.log_metrics({f"train.{split}.{k}": float(v) for k, v in stats.items() if _number(v)})
+            meta.update({k: v for k, v in stats.items() if not _number(v)})
             (folder / "meta.json").write_text(json.dumps(meta, indent=2))
             progress(f"{where}: {catalogue.n_items:,} items, {catalogue.n_trained:,} trained")
         run.log_artifacts(tmp, "model")
