@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from intent_spark.core.errors import ConfError, IntentError
+from intent_spark.evaluate.corrections import CORRECTIONS, DEFAULT_CORRECTION
 from intent_spark.pipeline import commands
 
 
@@ -160,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--bootstrap", type=int, default=0, metavar="R", help="user-level bootstrap intervals, R replicates"
     )
     ev.add_argument(
+        "--correction",
+        choices=CORRECTIONS,
+        default=DEFAULT_CORRECTION,
+        help="multiple-comparison correction of the paired p-values (default holm)",
+    )
+    ev.add_argument(
         "--replicates",
         type=int,
         default=200,
@@ -217,6 +224,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rep.add_argument(
         "--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)"
+    )
+    rep.add_argument(
+        "--correction",
+        choices=CORRECTIONS,
+        default=DEFAULT_CORRECTION,
+        help="multiple-comparison correction over every paired comparison the report shows "
+        "(default holm; bh: Benjamini-Hochberg)",
     )
     rep.add_argument("--run-id", help="log the report to this run (default: a new report run)")
     rep.add_argument("--no-mlflow", action="store_true", help="write the files only")

@@ -365,6 +365,13 @@ COMPARISONS_SCHEMA = StructType(
         StructField("ci_high", DoubleType(), True),
         StructField("n_users", LongType(), False),
         StructField("p_value", DoubleType(), True),
+        # the p-value adjusted over its family (SPEC 10): one dataset's comparisons of one kind
+        # in one split here; the report adjusts again over every dataset it shows
+        StructField("p_adjusted", DoubleType(), True),
+        StructField("correction", StringType(), True),  # holm | bh | none
+        StructField("family_size", LongType(), True),
+        # the smallest true mean difference the cell detects with 80% power at two-sided 0.05
+        StructField("mde", DoubleType(), True),
     ]
 )
 TABLE_SCHEMAS[COMPARISONS] = COMPARISONS_SCHEMA

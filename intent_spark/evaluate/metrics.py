@@ -13,11 +13,20 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
+from intent_spark.evaluate.corrections import (
+    CORRECTION,
+    DEFAULT_CORRECTION,
+    FAMILY_SIZE,
+    P_ADJUSTED,
+    adjust_p_values,
+)
 
 KS = (1, 5, 10, 20, 50, 100)
 METRICS = ("ndcg", "hr", "recall", "precision", "mrr")
 Z_95 = 1.959963984540054
+Z_80 = 0.8416212335729143  # the standard normal's 80th percentile: power 0.8
 TIE_RATE = "tie_rate"
+ADJUSTED_COLUMNS = (P_ADJUSTED, CORRECTION, FAMILY_SIZE)
 USER_KEYS = (S.DATASET, S.SPLIT, S.CELL, S.MODEL, S.USER_ID)
 CELL_KEYS = (S.DATASET, S.SPLIT, S.CELL, S.MODEL)
 
@@ -118,6 +127,7 @@ def evaluate(
     *,
     floor_users: int,
     bootstrap: int = 0,
+    correction: str = DEFAULT_CORRECTION,
     tracking_uri: str | None = None,
     progress=lambda _: None,
 ) -> int:
@@ -126,13 +136,15 @@ def evaluate(
     from intent_spark.lake.progress import spark_progress
 
     with spark_progress(spark, progress, f"{dataset} evaluate"):
-        rows = _metric_tables(spark, lake, dataset, floor_users, bootstrap, progress)
+        rows = _metric_tables(spark, lake, dataset, floor_users, bootstrap, correction, progress)
     if tracking_uri:
         log_cell_metrics(tracking_uri, dataset, rows, progress)
     return len(rows)
 
 
-def _metric_tables(spark, lake: str, dataset: str, floor_users: int, bootstrap: int, progress) -> list:
+def _metric_tables(
+    spark, lake: str, dataset: str, floor_users: int, bootstrap: int, correction: str, progress
+) -> list:
     from intent_spark.lake.tables import read_table, write_dataset
 
     ranks = read_table(spark, lake, S.RANKS, dataset)
@@ -144,7 +156,7 @@ def _metric_tables(spark, lake: str, dataset: str, floor_users: int, bootstrap: 
     write_dataset(cell_metrics(users, floor_users, bootstrap), lake, S.METRICS_TABLE, dataset)
     metrics = read_table(spark, lake, S.METRICS_TABLE, dataset)
     progress(f"{dataset}: paired model comparisons, memorization gaps and retention")
-    write_dataset(comparisons(users, metrics), lake, S.COMPARISONS, dataset)
+    write_dataset(comparisons(users, metrics, correction=correction), lake, S.COMPARISONS, dataset)
     return metrics.collect()  # cells x models x metrics: small
 
 
@@ -199,9 +211,17 @@ def p_value_column(z: Column) -> Column:
     return poly * F.exp(-x * x)
 
 
+def minimum_detectable_effect(sd: Column, n: Column) -> Column:
+    """The smallest true mean difference a paired z-test over ``n`` users detects with power 0.8
+    at two-sided 0.05: (z_0.975 + z_0.8) sd / sqrt(n), from the per-user standard deviation of
+    the differences; null under two users, where there is no spread to read."""
+    return F.when(n >= 2, F.lit(Z_95 + Z_80) * sd / F.sqrt(n))
+
+
 def _difference_stats(paired: DataFrame, keys: tuple[str, ...]) -> DataFrame:
-    """Mean of ``_d`` per group, its normal 95% interval over users, and the paired z-test.
-    Users whose difference is unavailable (a submission's metric beyond its lists) are left out."""
+    """Mean of ``_d`` per group, its normal 95% interval over users, the paired z-test and the
+    minimum detectable effect. Users whose difference is unavailable (a submission's metric
+    beyond its lists) are left out."""
     n = F.count(F.lit(1))
     stats = (
         paired.where(F.col("_d").isNotNull())
@@ -223,6 +243,7 @@ def _difference_stats(paired: DataFrame, keys: tuple[str, ...]) -> DataFrame:
         z.alias("z"),
         # no spread at all: identical users give p = 1, a constant nonzero difference p = 0
         F.coalesce(p_value_column(z), F.when(F.col("value") == 0, 1.0).otherwise(0.0)).alias("p_value"),
+        minimum_detectable_effect(F.col("_sd"), F.col("n_users")).alias("mde"),
     )
 
 
@@ -322,6 +343,7 @@ def retention(metrics: DataFrame, metric: str = "ndcg", k: int = 10) -> DataFram
                 (ratio + F.lit(Z_95) * se).alias("ci_high"),
                 F.least("_nf", "_np").alias("n_users"),
                 F.lit(None).cast("double").alias("p_value"),
+                F.lit(None).cast("double").alias("mde"),
             )
         )
     return (
@@ -332,21 +354,27 @@ def retention(metrics: DataFrame, metric: str = "ndcg", k: int = 10) -> DataFram
     )
 
 
-def comparisons(users: DataFrame, metrics: DataFrame, column: str = "ndcg_10") -> DataFrame:
-    """The ``comparisons`` table: paired model differences, memorization gaps and retention."""
+def comparisons(
+    users: DataFrame, metrics: DataFrame, column: str = "ndcg_10", correction: str = DEFAULT_CORRECTION
+) -> DataFrame:
+    """The ``comparisons`` table: paired model differences, memorization gaps and retention,
+    p-values adjusted over each dataset's comparisons of one kind in one split."""
     metric, k = column.rsplit("_", 1)
-    columns = [f.name for f in S.COMPARISONS_SCHEMA.fields]
+    columns = [f.name for f in S.COMPARISONS_SCHEMA.fields if f.name not in ADJUSTED_COLUMNS]
     parts = [
         pairwise_comparisons(users, column),
         memorization_gap(users, column).withColumn("baseline", F.lit(None).cast("string")),
         retention(metrics, metric, int(k)).withColumn("baseline", F.lit(None).cast("string")),
     ]
-    return (
+    union = (
         parts[0]
         .select(*columns)
         .unionByName(parts[1].select(*columns))
         .unionByName(parts[2].select(*columns))
     )
+    family = (S.DATASET, S.SPLIT, "kind", "metric")
+    adjusted = adjust_p_values(union, correction, family, order=(S.CELL, S.MODEL, "baseline"))
+    return adjusted.select(*[f.name for f in S.COMPARISONS_SCHEMA.fields])
 
 
 # Poisson(1) cumulative probabilities for k = 0..7: a user's weight in one bootstrap replicate is

@@ -320,6 +320,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         args.dataset,
         floor_users=floor,
         bootstrap=args.bootstrap,
+        correction=args.correction,
         tracking_uri=uri,
         progress=report,
     )
@@ -345,7 +346,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     report = reporter("report")
     spark = build_session("intent-report", _spark_overrides(args))
     datasets = args.dataset or None
-    page = build_report(spark, args.lake, Path(args.out), datasets, progress=report)
+    page = build_report(
+        spark, args.lake, Path(args.out), datasets, correction=args.correction, progress=report
+    )
     report(f"report: {page.resolve()}")
     if not args.no_mlflow:
         uri = default_tracking_uri(args.lake, args.tracking_uri)
