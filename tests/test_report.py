@@ -4,6 +4,7 @@ renders it."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 
@@ -18,6 +19,7 @@ from intent_spark.report.build import Results, view_table, wide_view, write_repo
 
 MODELS = ("popularity", "sasrec")
 GRID_HEADER_RGB = (0x5B, 0x2A, 0x86)  # only the grid's header has this colour
+SUMMARY_HEADER_RGB = (0x0B, 0x6E, 0x4F)  # and only the summary's this one
 
 
 def _metric_rows():
@@ -66,6 +68,10 @@ def _comparison_rows():
             -0.15,
             1500,
             1e-9,
+            2e-9,  # Holm over the two paired comparisons: 2 x 1e-9, then max(2e-9, 0.4)
+            "holm",
+            2,
+            0.03,
         ),
         (
             "d",
@@ -80,6 +86,10 @@ def _comparison_rows():
             0.04,
             1500,
             0.4,
+            0.4,
+            "holm",
+            2,
+            0.045,
         ),
     ]
     for model in MODELS:
@@ -97,6 +107,10 @@ def _comparison_rows():
                 0.15,
                 400,
                 0.01,
+                0.02,
+                "holm",
+                2,
+                0.04,
             )
         )
         rows.append(
@@ -112,6 +126,10 @@ def _comparison_rows():
                 0.7,
                 0.9,
                 1500,
+                None,
+                None,
+                None,
+                None,
                 None,
             )
         )
@@ -132,7 +150,11 @@ def _summary():
         "history_median": 5.0,
         "evaluation_users_seen_in_training": 0.9,
         "target_items_seen_in_training": 0.75,
-        "cells": {cell: {"users": 1500, "targets": 3000, "below_floor": False} for cell in S.CELLS},
+        "repeat_rate": 0.004,
+        "cells": {
+            cell: {"users": 1500, "targets": 3000, "below_floor": False, "repeat_rate": 0.004}
+            for cell in S.CELLS
+        },
         "candidates": [
             {
                 "at": f"2022-{m:02d}-01T00:00:00",
@@ -207,25 +229,156 @@ def _chromium() -> str | None:
     return shutil.which("chromium-headless-shell") or shutil.which("chromium")
 
 
-@pytest.mark.skipif(
-    _chromium() is None, reason="headless Chromium not installed (apt-get install chromium-headless-shell)"
-)
+CHROMIUM_MISSING = "headless Chromium not installed (apt-get install chromium-headless-shell)"
+# Measured after the page (and its images) loaded, written into the DOM that --dump-dom prints.
+PROBE = """<script>window.addEventListener('load', () => {
+  const root = document.documentElement, top = document.getElementById('summary');
+  document.body.dataset.overflow = String(root.scrollWidth - window.innerWidth);
+  document.body.dataset.viewport = window.innerWidth + 'x' + window.innerHeight;
+  document.body.dataset.summaryTop = top ? String(top.getBoundingClientRect().top) : 'none';
+  document.body.dataset.summaryTableTop = String(document.getElementById('summary-grid').getBoundingClientRect().top);
+});</script>"""
+
+
+def _chromium_base() -> list[str]:
+    return [str(_chromium()), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+
+
+def _measure(page, tmp_path, width=1366, height=768) -> dict[str, str]:
+    """The probe's readings of ``page`` in a ``width`` x ``height`` window."""
+    probed = tmp_path / f"probed_{page.stem}.html"
+    probed.write_text(
+        page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8"
+    )
+    done = subprocess.run(
+        [
+            *_chromium_base(),
+            f"--window-size={width},{height}",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            probed.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', done.stdout.split("<body", 1)[1].split(">", 1)[0]))
+    assert found, done.stdout[:2000]
+    return found
+
+
+@pytest.mark.skipif(_chromium() is None, reason=CHROMIUM_MISSING)
 def test_report_renders_in_headless_chromium(report, tmp_path):
     _, _, page = report
-    base = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
     shot = tmp_path / "page.png"
     done = subprocess.run(
-        [*base, "--enable-logging=stderr", f"--screenshot={shot}", "--window-size=1400,1000", page.as_uri()],
+        [
+            *_chromium_base(),
+            "--enable-logging=stderr",
+            f"--screenshot={shot}",
+            "--window-size=1366,768",
+            page.as_uri(),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Uncaught" not in done.stderr and "net::ERR" not in done.stderr, done.stderr[-2000:]
-    dom = subprocess.run([*base, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    dom = subprocess.run(
+        [*_chromium_base(), "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
+    )
     assert '<table id="grid-d" class="grid">' in dom.stdout
     assert dom.stdout.count('src="data:image/png;base64,') == 4
-    # the first screen shows the grid: its header rows in their own colour
+    # the first screen shows the summary: its header rows in their own colour
     pixels = np.asarray(Image.open(shot).convert("RGB")).astype(int)
-    header = (np.abs(pixels - np.array(GRID_HEADER_RGB)).sum(axis=2) < 12).sum()
-    assert header > 5000, header
+    header = (np.abs(pixels - np.array(SUMMARY_HEADER_RGB)).sum(axis=2) < 12).sum()
+    assert header > 3000, header
+
+
+@pytest.mark.skipif(_chromium() is None, reason=CHROMIUM_MISSING)
+def test_page_fits_a_1366_by_768_screen_with_the_summary_on_it(tmp_path):
+    # eight datasets, as in the demo-full report: the widest tables a report makes
+    datasets = [f"dataset_{i}" for i in range(8)]
+    metrics = pd.concat([_metric_rows().assign(dataset=d) for d in datasets], ignore_index=True)
+    comparisons = pd.concat([_comparison_rows().assign(dataset=d) for d in datasets], ignore_index=True)
+    summaries = {d: dict(_summary(), dataset=d) for d in datasets}
+    page = write_report(Results(metrics, comparisons, summaries), tmp_path / "wide")
+    found = _measure(page, tmp_path)
+    assert found["viewport"] == "1366x768"
+    assert int(float(found["overflow"])) <= 0, found
+    assert 0 <= float(found["summary-top"]) < 200 and float(found["summary-table-top"]) < 768, found
+    # the probe sees overflow where there is some: the same page without its scroll boxes
+    unboxed = tmp_path / "unboxed.html"
+    unboxed.write_text(
+        page.read_text(encoding="utf-8").replace(".wide{max-width:100%;overflow-x:auto;", ".wide{")
+    )
+    assert int(float(_measure(unboxed, tmp_path)["overflow"])) > 100
+
+
+def test_summary_names_each_cells_leader_and_whether_its_lead_is_real(report):
+    _, out, page = report
+    summary = pd.read_csv(out / "summary.csv").set_index(S.CELL)
+    assert list(summary.index) == list(S.CELLS)
+    seen = summary.loc["known_future_seen"]
+    assert (seen["leader"], seen["runner_up"]) == ("sasrec", "popularity")
+    assert seen["leader_ndcg_10"] == 0.366 and (seen["leader_ci_low"], seen["leader_ci_high"]) == (
+        0.310,
+        0.421,
+    )
+    # the stored comparison is popularity - sasrec = -0.2: sasrec leads by +0.2, adjusted p 2e-9
+    assert seen["lead"] == pytest.approx(0.2) and seen["p_adjusted"] == 2e-9 and bool(seen["significant"])
+    last = summary.loc["new_future_new"]
+    assert last["lead"] == pytest.approx(-0.01) and not last["significant"] and last["mde"] == 0.045
+    assert bool(summary.loc["known_future_new", "below_floor"])  # 400 users
+    assert summary["repeat_rate"].eq(0.004).all()
+    text = page.read_text(encoding="utf-8")
+    assert text.index('id="summary"') < text.index('id="d"')  # the summary opens the page
+    assert "ahead of popularity by +0.200 (p adj 2e-09)" in text
+    assert "no significant lead over popularity: -0.010, p adj 0.4, detectable 0.045" in text
+    assert "0.4% of test targets repeat an item of their own context" in text
+    # every section is linked from the contents
+    anchors = set(re.findall(r'<h[23] id="([^"]+)"', text))
+    assert len(anchors) > 15 and all(f'href="#{a}"' in text for a in anchors)
+    markdown = (out / "report.md").read_text()
+    assert "no significant difference (detectable: 0.045)" in markdown  # the paired table's verdict
+
+
+def test_findings_state_gaps_retention_and_the_loss_beyond_repeat_last():
+    from intent_spark.report.summary import cross_dataset, finding_sentences, summary_table
+
+    def retention(dataset, model, value):
+        return (dataset, S.TEST, S.RETENTION, model, None, "new_future_seen/new_past_seen", "ndcg_10", value)
+
+    def gap(dataset, model, value):
+        cell = "known_future_seen-known_future_new"
+        return (dataset, S.TEST, S.MEMORIZATION_GAP, model, None, cell, "ndcg_10", value)
+
+    rows = [
+        retention("d1", "sasrec", 0.6),
+        retention("d2", "sasrec", 0.7),
+        retention("d1", "repeat_last", 0.8),
+        retention("d2", "repeat_last", 0.8),
+        gap("d1", "sasrec", 0.30),
+        gap("d2", "sasrec", 0.10),
+    ]
+    columns = [S.DATASET, S.SPLIT, "kind", S.MODEL, "baseline", S.CELL, "metric", "value"]
+    sentences = finding_sentences(pd.DataFrame(rows, columns=columns))
+    assert sentences == [
+        "repeat_last keeps 80% on all 2 datasets of its new-user score across the cutoff (seen items).",
+        "sasrec scores +0.200 (median of 2 datasets; +0.100 on d2 to +0.300 on d1) NDCG@10 higher on "
+        "seen items than on new ones (known users after the cutoff); keeps 65% (median of 2 datasets; "
+        "60% on d1 to 70% on d2) of its new-user score across the cutoff (seen items); 15% less than "
+        "repeat_last keeps (median of 2): a loss beyond repeat-last's is its own.",
+    ]
+    # leads across datasets count only cells above the floor
+    metrics = _metric_rows()
+    metrics = pd.concat([metrics, metrics.assign(dataset="e")], ignore_index=True)
+    table = summary_table(metrics, _comparison_rows(), {})
+    leads = cross_dataset(table)
+    assert leads.loc["known_future_seen", "sasrec"] == "2 (1 significant)"  # e has no comparisons
+    assert (
+        "known_future_new" not in leads.index
+        or leads.loc["known_future_new", "datasets below the floor"] == 2
+    )

@@ -218,12 +218,27 @@ def test_split_report_files_and_contents(spark, toy_lake, tmp_path):
     assert (test["cutoff"], test["rule"], val["granularity"]) == ("2024-04-01T00:00:00", "rule", "day")
     # 10 training users with 33 events: mean 3.3; counts sorted 2,2,3,3,3,3,4,4,4,5 -> median 3.
     assert (test["training_users"], test["history_mean"], test["history_median"]) == (10, 3.3, 3.0)
-    assert test["cells"]["known_future_new"] == {"users": 2, "targets": 2, "below_floor": True}
-    assert test["cells"]["new_past_seen"] == {"users": 0, "targets": 0, "below_floor": True}
+    assert test["cells"]["known_future_new"] == {
+        "users": 2,
+        "targets": 2,
+        "below_floor": True,
+        "repeat_rate": 0.0,  # z and e: neither met before by its user
+    }
+    assert test["cells"]["new_past_seen"] == {
+        "users": 0,
+        "targets": 0,
+        "below_floor": True,
+        "repeat_rate": None,
+    }
+    # Repeats of the user's own earlier item: u03's a on May 3 (known_future_seen); in known_past
+    # u02's second a, u03's second a and second b, u05's second c: 4 of 23.
+    assert test["cells"]["known_future_seen"]["repeat_rate"] == 1.0
+    assert test["cells"]["known_past"]["repeat_rate"] == pytest.approx(4 / 23)
+    assert test["repeat_rate"] == pytest.approx(5 / 28)
     # Evaluation targets (not known_past): items z, a, e, q, y -> only a is seen (1 of 5).
     assert test["target_items_seen_in_training"] == pytest.approx(0.2)
     # The validation histogram stops at the test cutoff: Jan, Feb and Mar days only.
     assert max(h["start"] for h in val["histogram"]) < "2024-04-01"
     assert sum(h["events"] for h in val["histogram"]) == 33
     assert (folder / "toy_test_histogram.png").stat().st_size > 10_000
-    assert "| known_future_new | 2 | 2 | yes |" in (folder / "toy.md").read_text()
+    assert "| known_future_new | 2 | 2 | 0.000 | yes |" in (folder / "toy.md").read_text()

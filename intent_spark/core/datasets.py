@@ -5,7 +5,10 @@ scored and reported under its own name but reads the events of its source, named
 
 - ``amazon_hk.leave_last_out`` and ``amazon_hk.horizon``: another protocol on the same events
   (test split only), at the source's test cutoff and holdout, so the source is split first;
-- ``amazon_hk.seed1``: the INTENT split again with holdout seed 1, from the source's events.
+- ``amazon_hk.seed1``: the INTENT split again with holdout seed 1, from the source's events;
+- ``amazon_hk.origin2``: a backtest origin, the INTENT split of the source's events before the
+  second-last month boundary before its last event (``origin1`` is the last one), as if the
+  benchmark had been run then: same rule, same holdout seed.
 
 A model name with ``@`` (``sasrec_f@amazon_hk``) is a model trained on another dataset.
 """
@@ -19,6 +22,7 @@ from intent_spark.core.errors import IntentError
 
 VARIANT_SEPARATOR = "."
 SEED_PREFIX = "seed"
+ORIGIN_PREFIX = "origin"
 LEAVE_LAST_OUT = "leave_last_out"
 HORIZON = "horizon"
 PROTOCOLS = (LEAVE_LAST_OUT, HORIZON)
@@ -34,6 +38,7 @@ class DatasetRef:
     source: str
     protocol: str | None = None
     seed: int | None = None
+    origin: int | None = None  # backtest: month boundaries back from the data's end (1 = last)
 
     @property
     def name(self) -> str:
@@ -41,9 +46,11 @@ class DatasetRef:
 
     @property
     def variant(self) -> str | None:
-        """``leave_last_out``, ``horizon``, ``seed1``; None for an ingested dataset."""
+        """``leave_last_out``, ``horizon``, ``seed1``, ``origin2``; None for an ingested dataset."""
         if self.protocol is not None:
             return self.protocol
+        if self.origin is not None:
+            return f"{ORIGIN_PREFIX}{self.origin}"
         return None if self.seed is None else f"{SEED_PREFIX}{self.seed}"
 
     @property
@@ -77,8 +84,12 @@ def parse_dataset(name: str) -> DatasetRef:
     digits = variant.removeprefix(SEED_PREFIX)
     if variant.startswith(SEED_PREFIX) and digits.isdigit():
         return DatasetRef(source, seed=int(digits))
+    back = variant.removeprefix(ORIGIN_PREFIX)
+    if variant.startswith(ORIGIN_PREFIX) and back.isdigit() and int(back) >= 1:
+        return DatasetRef(source, origin=int(back))
     raise IntentError(
-        f"dataset {name!r}: unknown variant {variant!r}; known: {', '.join(PROTOCOLS)}, {SEED_PREFIX}N"
+        f"dataset {name!r}: unknown variant {variant!r}; known: {', '.join(PROTOCOLS)}, "
+        f"{SEED_PREFIX}N, {ORIGIN_PREFIX}N (N >= 1)"
     )
 
 
@@ -88,6 +99,10 @@ def protocol_variant(dataset: str, protocol: str) -> str:
 
 def seed_variant(dataset: str, seed: int) -> str:
     return DatasetRef(dataset, seed=seed).name
+
+
+def origin_variant(dataset: str, back: int) -> str:
+    return DatasetRef(dataset, origin=back).name
 
 
 def transfer_model(model: str, source: str) -> str:

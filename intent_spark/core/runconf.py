@@ -11,6 +11,10 @@ and, in its ``compare:`` part, what runs beside the INTENT cells:
 - transfer: SASRec-F trained on one source ranks another's catalogue;
 - all-signals: a per-signal KuaiRand dataset beside the one-event-per-impression default.
 
+``backtest: {origins: K}`` repeats the whole split at each of the last K month boundaries
+before a dataset's end (variants ``amazon_hk.origin1`` .. ``originK``); ``correction:`` (holm,
+bh or none) adjusts the p-values of the paired comparisons shown together.
+
 Every key is checked: a typo (``model:`` for ``models:``) is a one-line error naming the file,
 the key and the closest known key, before any stage runs.
 """
@@ -22,8 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from intent_spark.core import schema as S
 from intent_spark.core.conf import child, from_mapping, load_yaml
-from intent_spark.core.datasets import PROTOCOLS, TRANSFER_MODELS, protocol_variant, seed_variant
+from intent_spark.core.datasets import (
+    PROTOCOLS,
+    TRANSFER_MODELS,
+    origin_variant,
+    protocol_variant,
+    seed_variant,
+)
 from intent_spark.core.errors import ConfError
 
 DEFAULT_EVENTS = 20_000
@@ -77,6 +88,21 @@ class CompareConf:
 
 
 @dataclass(frozen=True)
+class BacktestConf:
+    """The INTENT split repeated at each of the last ``origins`` month boundaries before each
+    dataset's last event (variants ``amazon_hk.origin1`` .. ``originK``), scored with the run's
+    models; ``datasets`` empty means every dataset of the run."""
+
+    origins: int = 3
+    datasets: tuple[str, ...] = ()
+    replicates: int = 200  # paired user-bootstrap replicates of Kendall tau-b between origins
+
+    def variants(self, dataset: str) -> list[str]:
+        """Oldest origin first."""
+        return [origin_variant(dataset, back) for back in range(self.origins, 0, -1)]
+
+
+@dataclass(frozen=True)
 class RunConf:
     """A whole run: where it writes, what it ingests and splits, which models it scores."""
 
@@ -95,6 +121,8 @@ class RunConf:
     split_conf: str | None = None
     tracking_uri: str | None = None
     compare: CompareConf = field(default_factory=CompareConf)
+    backtest: BacktestConf | None = None
+    correction: str = "holm"  # holm | bh | none, over the paired comparisons shown together
     path: str = field(default="", metadata={"internal": True})  # the file it was read from
 
     @property
@@ -109,6 +137,17 @@ class RunConf:
     def report_path(self) -> Path:
         return Path(self.report) if self.report else Path(self.workdir) / "report"
 
+    @property
+    def backtested(self) -> list[str]:
+        """The datasets the backtest repeats the split of (none without ``backtest:``)."""
+        if self.backtest is None:
+            return []
+        return list(self.backtest.datasets or self.names)
+
+    def backtest_variants(self) -> list[str]:
+        backtest = self.backtest
+        return [v for d in self.backtested for v in backtest.variants(d)] if backtest else []
+
     def source_of(self, name: str) -> str | None:
         return next((e.source_name for e in self.datasets if e.name == name), None)
 
@@ -117,8 +156,9 @@ def load_run_conf(path: str | Path) -> RunConf:
     """A run conf file, every key checked, its ``compare:`` part checked against its datasets."""
     where = str(path)
     raw = load_yaml(Path(path))
-    if raw.get("audit", "") is None:  # `audit:` alone: the paper's floor
-        raw["audit"] = {}
+    for part in ("audit", "backtest"):
+        if raw.get(part, "") is None:  # `audit:` alone: the paper's floor; `backtest:`: 3 origins
+            raw[part] = {}
     for i, entry in enumerate(raw.get("datasets") or []):
         if not isinstance(entry, dict) or "name" not in entry:
             raise ConfError(
@@ -130,7 +170,26 @@ def load_run_conf(path: str | Path) -> RunConf:
     if repeated:
         raise ConfError(f"{where}: datasets: {', '.join(repeated)} listed twice")
     check_compare(conf.compare, names, list(conf.models), child(where, "compare"))
+    if conf.backtest is not None:
+        check_backtest(conf.backtest, names, child(where, "backtest"))
+    if conf.correction not in S.CORRECTIONS:
+        raise ConfError(
+            f"{child(where, 'correction')}: unknown {conf.correction!r}; known: {', '.join(S.CORRECTIONS)}"
+        )
     return conf
+
+
+def check_backtest(conf: BacktestConf, datasets: list[str], where: str) -> None:
+    if conf.origins < 1:
+        raise ConfError(f"{child(where, 'origins')}: needs at least 1 origin, got {conf.origins}")
+    if conf.replicates < 1:
+        raise ConfError(f"{child(where, 'replicates')}: needs at least 1 replicate, got {conf.replicates}")
+    missing = sorted(set(conf.datasets) - set(datasets))
+    if missing:
+        raise ConfError(
+            f"{child(where, 'datasets')}: {', '.join(missing)} not among the run's datasets "
+            f"({', '.join(datasets)})"
+        )
 
 
 def check_compare(conf: CompareConf, datasets: list[str], models: list[str], where: str) -> None:

@@ -351,6 +351,12 @@ PAIRED = "paired"
 MEMORIZATION_GAP = "memorization_gap"
 RETENTION = "retention"
 
+# Multiple-comparison corrections of the paired p-values (SPEC 10).
+HOLM = "holm"
+BH = "bh"
+NO_CORRECTION = "none"
+CORRECTIONS = (HOLM, BH, NO_CORRECTION)
+
 COMPARISONS_SCHEMA = StructType(
     [
         StructField(DATASET, StringType(), False),

@@ -21,11 +21,9 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from intent_spark.core.errors import IntentError
+from intent_spark.core.schema import BH, CORRECTIONS, HOLM
+from intent_spark.core.schema import NO_CORRECTION as NONE
 
-HOLM = "holm"
-BH = "bh"
-NONE = "none"
-CORRECTIONS = (HOLM, BH, NONE)
 DEFAULT_CORRECTION = HOLM
 SIGNIFICANCE = 0.05
 P_VALUE = "p_value"

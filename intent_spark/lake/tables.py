@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -105,8 +106,32 @@ def read_table(spark: SparkSession, lake: str, table: str, dataset: str | None =
 
 def source_table(spark: SparkSession, lake: str, table: str, dataset: str) -> DataFrame:
     """An ingested table (events, items, users) of a dataset, or of the source a variant reads
-    (``amazon_hk.seed1`` reads ``amazon_hk``'s events: nothing is copied)."""
-    return read_table(spark, lake, table, parse_dataset(dataset).source)
+    (``amazon_hk.seed1`` reads ``amazon_hk``'s events: nothing is copied). A backtest origin
+    (``amazon_hk.origin2``) reads the events before its origin only: every stage sees the data
+    as it stood then."""
+    ref = parse_dataset(dataset)
+    rows = read_table(spark, lake, table, ref.source)
+    if ref.origin is None or table != S.EVENTS:
+        return rows
+    return rows.where(F.col(S.TS) < F.lit(backtest_origin(rows, ref.origin)))
+
+
+def months_before(at: datetime, months: int) -> datetime:
+    """The first instant of the month ``months`` months before ``at``'s month."""
+    index = at.year * 12 + at.month - 1 - months
+    return datetime(index // 12, index % 12 + 1, 1)
+
+
+def backtest_origin(events: DataFrame, back: int) -> datetime:
+    """The ``back``-th month boundary strictly before the last event (1: the last boundary).
+    One aggregate over the timestamps (Delta answers it from file statistics)."""
+    row = events.agg(F.max(S.TS)).first()
+    last = None if row is None else row[0]
+    if last is None:
+        raise IntentError("no events: a backtest origin needs the data's last event")
+    first_of_month = datetime(last.year, last.month, 1)
+    latest = first_of_month if first_of_month < last else months_before(first_of_month, 1)
+    return months_before(latest, back - 1)
 
 
 def ingest_record(spark: SparkSession, lake: str, dataset: str) -> tuple[str, str]:

@@ -77,6 +77,9 @@ def cmd_split(args: argparse.Namespace) -> int:
     }
     if ref.seed is not None and args.seed is None:  # amazon_hk.seed1 is seed 1
         overrides["seed"] = ref.seed
+    if ref.origin is not None:  # a backtest origin takes the rule: the conf's dates are past its data
+        overrides.setdefault("manual_cutoff", None)
+        overrides.setdefault("manual_val_cutoff", None)
     report = reporter("split")
     spark = build_session("intent-split", _spark_overrides(args))
     if (

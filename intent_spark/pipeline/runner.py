@@ -148,7 +148,7 @@ class Runner:
 
     # --- what the conf asks for ---
     def variants(self) -> list[str]:
-        return self.conf.compare.variants()
+        return [*self.conf.compare.variants(), *self.conf.backtest_variants()]
 
     def scored(self) -> list[str]:
         """Datasets whose models are trained and scored: the run's, then the variants."""
@@ -188,6 +188,7 @@ class Runner:
             "transfer": self._transfer,
             "evaluate": self._evaluate,
             "agreement": self._agreement,
+            "backtest": self._backtest,
             "report": self._report,
         }
         unbuilt = sorted(set(graph.BY_NAME) ^ set(builders))
@@ -311,6 +312,22 @@ class Runner:
                     return chain("seed", self.inputs_of("split", name), repr(seeded))
 
                 tasks.append(Task("split", variant, seed_work, seed_inputs, upstream=f"split of {name}"))
+        backtest = self.conf.backtest
+        for name in self.conf.backtested:
+            assert backtest is not None
+            # the rule, never a hand-fixed cutoff: the data stops at the origin
+            ruled = self.split_conf(name, {"manual_cutoff": None, "manual_val_cutoff": None})
+            for variant in backtest.variants(name):
+
+                def origin_work(variant: str = variant, ruled: SplitConf = ruled) -> None:
+                    run_split(self.spark, self.lake, variant, ruled, progress=self.progress)
+
+                def origin_inputs(
+                    name: str = name, variant: str = variant, ruled: SplitConf = ruled
+                ) -> str | None:
+                    return chain("origin", self.inputs_of("ingest", name), variant, repr(ruled))
+
+                tasks.append(Task("split", variant, origin_work, origin_inputs, upstream=f"ingest of {name}"))
         return tasks
 
     def _verify(self) -> list[Task]:
@@ -471,6 +488,7 @@ class Runner:
                     self.lake,
                     name,
                     floor_users=floor,
+                    correction=self.conf.correction,
                     tracking_uri=self.uri,
                     progress=self.progress,
                 )
@@ -482,7 +500,7 @@ class Runner:
                 ]
                 if None in trained.values() or None in transfers:
                     return None
-                return fingerprint("evaluate", trained, transfers, floor)
+                return fingerprint("evaluate", trained, transfers, floor, self.conf.correction)
 
             tasks.append(Task("evaluate", name, work, inputs, upstream=f"training on {name}"))
         return tasks
@@ -506,6 +524,28 @@ class Runner:
             tasks.append(Task("agreement", name, work, inputs, upstream=f"evaluate of {name}"))
         return tasks
 
+    def _backtest(self) -> list[Task]:
+        from intent_spark.evaluate.backtest import write_backtest
+
+        backtest = self.conf.backtest
+        if backtest is None:
+            return []
+        tasks = []
+        for name in self.conf.backtested:
+
+            def work(name: str = name) -> None:
+                path = write_backtest(
+                    self.spark, self.lake, name, backtest.origins, replicates=backtest.replicates
+                )
+                self.progress(f"{name}: backtest over {backtest.origins} origins in {path}")
+
+            def inputs(name: str = name) -> str | None:
+                evaluated = [self.inputs_of("evaluate", d) for d in [*backtest.variants(name), name]]
+                return chain("backtest", *evaluated, backtest.origins, backtest.replicates)
+
+            tasks.append(Task("backtest", name, work, inputs, upstream=f"evaluate of {name}"))
+        return tasks
+
     def _report(self) -> list[Task]:
         from intent_spark.lake.tracking import log_report
         from intent_spark.report.build import build_report
@@ -513,7 +553,13 @@ class Runner:
         def work() -> None:
             out = self.conf.report_path
             self.page = build_report(
-                self.spark, self.lake, out, self.conf.names, compare=self.conf.compare, progress=self.progress
+                self.spark,
+                self.lake,
+                out,
+                self.conf.names,
+                compare=self.conf.compare,
+                correction=self.conf.correction,
+                progress=self.progress,
             )
             log_report(self.uri, str(out), self.benchmark())
 

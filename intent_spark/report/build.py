@@ -22,9 +22,15 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
-from intent_spark.core.datasets import is_transfer, parse_dataset
+from intent_spark.core.datasets import TRANSFER_SEPARATOR, is_transfer, parse_dataset
 from intent_spark.core.runconf import CompareConf
-from intent_spark.evaluate.metrics import TIE_RATE
+from intent_spark.evaluate.corrections import (
+    CORRECTION_NAMES,
+    DEFAULT_CORRECTION,
+    SIGNIFICANCE,
+    adjust_p_values,
+)
+from intent_spark.evaluate.metrics import ADJUSTED_COLUMNS, TIE_RATE
 from intent_spark.lake.figures import interval_bars, pyplot, save_figure
 from intent_spark.lake.tables import has_table, read_table
 from intent_spark.report.section import Section
@@ -37,8 +43,10 @@ VIEWS: dict[str, tuple[tuple[str, int], ...]] = {
 }
 PRIMARY = ("ndcg", 10)
 FLOOR_MARK = "†"
-SIGNIFICANCE = 0.05
 DRIFT_REFERENCE = "repeat_last"
+# The family a report adjusts over: every comparison of one kind and split it shows, whatever
+# the dataset (a report of 8 datasets x 7 cells x 10 pairs is one family of 560 tests).
+REPORT_FAMILY = (S.SPLIT, "kind", "metric")
 
 
 @dataclass
@@ -48,6 +56,7 @@ class Results:
     metrics: pd.DataFrame
     comparisons: pd.DataFrame
     summaries: dict[str, dict[str, Any]]
+    correction: str = DEFAULT_CORRECTION
 
     @property
     def datasets(self) -> list[str]:
@@ -67,10 +76,12 @@ def load_results(
     lake: str,
     datasets: Sequence[str] | None = None,
     everything: pd.DataFrame | None = None,
+    correction: str = DEFAULT_CORRECTION,
 ) -> Results:
     """The evaluated datasets' metrics and comparisons, and their split summaries (read from the
     split report's JSON, or computed when it is missing). ``everything``: ``read_metrics``, when
-    the caller has it already."""
+    the caller has it already. The comparisons' p-values are adjusted again over the family the
+    report shows (``REPORT_FAMILY``) by ``correction``."""
     from intent_spark.core.errors import IntentError
     from intent_spark.split.report import split_summary
 
@@ -88,10 +99,16 @@ def load_results(
         raise IntentError(f"{lake}/metrics: no results yet (run `intent evaluate`)")
     chosen = sorted(metrics[S.DATASET].unique())
     if has_table(spark, lake, S.COMPARISONS):
-        chosen_rows = read_table(spark, lake, S.COMPARISONS).where(F.col(S.DATASET).isin(chosen))
-        comparisons = chosen_rows.toPandas()  # model pairs x cells: small
-        transferred = comparisons[[S.MODEL, "baseline"]].fillna("").map(is_transfer).any(axis=1)
-        comparisons = comparisons[~transferred]
+        shown = read_table(spark, lake, S.COMPARISONS).where(
+            F.col(S.DATASET).isin(chosen)
+            & ~F.col(S.MODEL).contains(TRANSFER_SEPARATOR)
+            & ~F.coalesce(F.col("baseline"), F.lit("")).contains(TRANSFER_SEPARATOR)
+        )
+        stored = [c for c in ADJUSTED_COLUMNS if c in shown.columns]
+        adjusted = adjust_p_values(
+            shown.drop(*stored), correction, REPORT_FAMILY, order=(S.DATASET, S.CELL, S.MODEL, "baseline")
+        )
+        comparisons = adjusted.select(*[f.name for f in S.COMPARISONS_SCHEMA.fields]).toPandas()  # small
     else:
         comparisons = pd.DataFrame(columns=[f.name for f in S.COMPARISONS_SCHEMA.fields])
     summaries = {}
@@ -100,7 +117,7 @@ def load_results(
         summaries[dataset] = (
             json.loads(saved.read_text()) if saved.exists() else split_summary(spark, lake, dataset)
         )
-    return Results(metrics.reset_index(drop=True), comparisons.reset_index(drop=True), summaries)
+    return Results(metrics.reset_index(drop=True), comparisons.reset_index(drop=True), summaries, correction)
 
 
 # --- tables ---------------------------------------------------------------------------------
@@ -167,26 +184,39 @@ def comparison_table(comparisons: pd.DataFrame, dataset: str, kind: str) -> pd.D
             "users": rows["n_users"],
         }
     )
-    if kind == S.PAIRED:
-        out.insert(2, "baseline", rows["baseline"])
-        out["p"] = rows["p_value"].map(lambda p: f"{p:.3g}")
+    if kind in (S.PAIRED, S.MEMORIZATION_GAP):
+        if kind == S.PAIRED:
+            out.insert(2, "baseline", rows["baseline"])
+        out["p"] = rows["p_value"].map(_p_text)
+        out["p adjusted"] = rows["p_adjusted"].map(_p_text)
+        out["detectable"] = rows["mde"].map(lambda v: "n/a" if pd.isna(v) else f"{v:.3f}")
         out["verdict"] = [
-            f"{m} better"
-            if p < SIGNIFICANCE and v > 0
-            else f"{b} better"
-            if p < SIGNIFICANCE
-            else "no significant difference"
-            for m, b, v, p in zip(
-                rows[S.MODEL], rows["baseline"], rows["value"], rows["p_value"], strict=True
+            _verdict(m, b, v, p, mde)
+            for m, b, v, p, mde in zip(
+                rows[S.MODEL], rows["baseline"], rows["value"], rows["p_adjusted"], rows["mde"], strict=True
             )
         ]
-    if kind == S.MEMORIZATION_GAP:
-        out["p"] = rows["p_value"].map(lambda p: f"{p:.3g}")
     if kind == S.RETENTION:
         out["note"] = ["drift reference" if m == DRIFT_REFERENCE else "" for m in rows[S.MODEL]]
     order = {cell: i for i, cell in enumerate(S.CELLS)}
     out["_order"] = out[S.CELL].map(lambda c: order.get(c.split("-")[0].split("/")[0], 99))
     return out.sort_values(["_order", S.CELL, S.MODEL]).drop(columns="_order").set_index(S.CELL)
+
+
+def _p_text(p: float | None) -> str:
+    return "n/a" if p is None or pd.isna(p) else f"{p:.3g}"
+
+
+def _verdict(
+    model: str, baseline: str | None, value: float, p_adjusted: float | None, mde: float | None
+) -> str:
+    """ "significant" only from the adjusted p-value; otherwise what the comparison could detect."""
+    if p_adjusted is not None and not pd.isna(p_adjusted) and p_adjusted < SIGNIFICANCE:
+        if baseline is None or pd.isna(baseline):  # a memorization gap: seen against new
+            return "seen higher" if value > 0 else "new higher"
+        return f"{model} better" if value > 0 else f"{baseline} better"
+    detectable = "" if mde is None or pd.isna(mde) else f" (detectable: {mde:.3f})"
+    return f"no significant difference{detectable}"
 
 
 def context_table(summary: dict[str, Any]) -> pd.DataFrame:
@@ -206,6 +236,7 @@ def context_table(summary: dict[str, Any]) -> pd.DataFrame:
             "history length mean / median": f"{_num(split['history_mean'])} / {_num(split['history_median'])}",
             "evaluation users seen in training": share(split["evaluation_users_seen_in_training"]),
             "target items seen in training": share(split["target_items_seen_in_training"]),
+            "targets repeating an item of their context": share(split.get("repeat_rate")),
             "holdout fraction, seed": f"{split['holdout_fraction']}, {split['seed']}",
         }
         for cell, counts in split["cells"].items():
@@ -335,14 +366,20 @@ def write_figures(results: Results, dataset: str, folder: Path) -> dict[str, Pat
 FIGURE_TITLES = {**{name: title for name, title, _ in FIGURES}, "cutoff_histogram": "Cutoff histogram"}
 
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#1b1b1b;max-width:1400px}
-h1{font-size:26px}h2{border-bottom:2px solid #1f3b57;padding-bottom:4px;margin-top:40px}
-table{border-collapse:collapse;margin:8px 0 18px;font-size:13px}
+*{box-sizing:border-box}
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:16px 24px;color:#1b1b1b;max-width:1500px}
+h1{font-size:24px;margin:4px 0 6px}h2{border-bottom:2px solid #1f3b57;padding-bottom:4px;margin-top:36px}
+h2#summary{margin-top:10px}
+table{border-collapse:collapse;margin:0;font-size:13px}
+.wide{max-width:100%;overflow-x:auto;margin:8px 0 18px}
 th,td{border:1px solid #c8cdd3;padding:4px 8px;text-align:right;white-space:nowrap}
 th{background:#1f3b57;color:#fff}td:first-child,th:first-child{text-align:left}
 table.grid td{font-variant-numeric:tabular-nums}table.grid th{background:#5b2a86}
-img{max-width:100%;border:1px solid #ddd;margin:6px 0}
-.note{color:#555;font-size:13px}
+table.summary th{background:#0b6e4f}table.summary td{text-align:left;min-width:170px;white-space:normal;font-variant-numeric:tabular-nums;vertical-align:top}
+img{max-width:100%;height:auto;border:1px solid #ddd;margin:6px 0}
+.note{color:#555;font-size:13px;max-width:100%}
+nav{font-size:13px;margin:0 0 6px}nav a{margin-right:10px}nav details ul{columns:3 260px;margin:4px 0}
+ul.findings{font-size:14px;max-width:1100px}
 """
 
 
@@ -361,7 +398,7 @@ def _markdown_table(frame: pd.DataFrame) -> str:
     header = [index_name, *map(str, frame.columns)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for idx, row in frame.iterrows():
-        lines.append("| " + " | ".join([str(idx), *(str(v) for v in row)]) + " |")
+        lines.append("| " + " | ".join([str(idx), *(str(v).replace("\n", "<br>") for v in row)]) + " |")
     return "\n".join(lines)
 
 
@@ -391,12 +428,15 @@ def _sections(results: Results, dataset: str) -> list[tuple[str, pd.DataFrame, s
         (
             "Paired comparisons (test, NDCG@10)",
             comparison_table(c, dataset, S.PAIRED),
-            f"Model minus baseline on the same users' targets; a difference counts at p < {SIGNIFICANCE}.",
+            f"Model minus baseline on the same users' targets; a difference counts at adjusted p < "
+            f"{SIGNIFICANCE} ({CORRECTION_NAMES[results.correction]} over every paired comparison the "
+            "report shows). Detectable: the smallest true difference found with 80% power.",
         ),
         (
             "Memorization gap (test, NDCG@10)",
             comparison_table(c, dataset, S.MEMORIZATION_GAP),
-            "Seen-item cell minus new-item cell, paired over the users who have both.",
+            "Seen-item cell minus new-item cell, paired over the users who have both; p adjusted "
+            "over every memorization gap the report shows.",
         ),
         (
             "Retention across the cutoff (test, NDCG@10, new users)",
@@ -407,6 +447,50 @@ def _sections(results: Results, dataset: str) -> list[tuple[str, pd.DataFrame, s
     ]
 
 
+def _anchor(*parts: str) -> str:
+    text = "-".join(parts).lower()
+    return "".join(ch if ch.isalnum() else "-" for ch in text).strip("-")
+
+
+def summary_sections(results: Results) -> tuple[pd.DataFrame, list[Section], list[str]]:
+    """The summary's long table (``summary.csv``), its sections and its findings sentences."""
+    from intent_spark.report.summary import (
+        correction_note,
+        cross_dataset,
+        finding_sentences,
+        findings_table,
+        repeat_notes,
+        summary_grid,
+        summary_table,
+    )
+
+    table = summary_table(results.metrics, results.comparisons, results.summaries)
+    sections = [
+        Section(
+            "Who leads where (NDCG@10, test)",
+            summary_grid(table, results.summaries),
+            "Each cell's leading model with its 95% interval, and whether its lead over the runner-up "
+            "is real. " + correction_note(results.comparisons) + " The first row is each dataset's "
+            "share of targets that repeat an item of their own context: where users never repeat, "
+            "repeat-last and popularity's user term score near 0 by design.",
+        ),
+        Section(
+            "Across datasets: how many datasets each model leads",
+            cross_dataset(table),
+            "Per cell, counting only cells above the user floor; in brackets the leads that are "
+            "significant after correction.",
+        ),
+        Section(
+            "Derived findings (test, NDCG@10)",
+            findings_table(results.comparisons),
+            "Memorization gap: seen-item cell minus new-item cell of the same users and period. "
+            "Retention: future over past on new users. Beyond repeat-last's: a model's retention minus "
+            "repeat-last's on the same dataset; a loss beyond repeat-last's is the model's own.",
+        ),
+    ]
+    return table, sections, [*finding_sentences(results.comparisons), *repeat_notes(results.summaries)]
+
+
 def write_report(
     results: Results,
     out: Path,
@@ -415,7 +499,8 @@ def write_report(
     extra: Sequence[Section] = (),
     progress=lambda _: None,
 ) -> Path:
-    """``report.html`` (self-contained), ``report.md``, ``tables/*.csv`` and ``figures/*.png``."""
+    """``report.html`` (self-contained), ``report.md``, ``summary.csv``, ``tables/*.csv`` and
+    ``figures/*.png``. The page opens with the summary; a table of contents links every section."""
     out.mkdir(parents=True, exist_ok=True)
     tables, figures = out / "tables", out / "figures"
     tables.mkdir(exist_ok=True)
@@ -426,48 +511,93 @@ def write_report(
     pd.concat({d: context_table(s) for d, s in results.summaries.items()}, names=[S.DATASET, "field"]).to_csv(
         tables / "context.csv"
     )
+    summary, summary_parts, sentences = summary_sections(results)
+    summary.to_csv(out / "summary.csv", index=False)
+    summary_parts[2].table.to_csv(tables / "findings.csv")
 
-    body = [f"<h1>{html.escape(title)}</h1>"]
-    body.append(f'<p class="note">Datasets: {", ".join(results.datasets)}. Primary metric NDCG@10.</p>')
+    toc: list[tuple[int, str, str]] = []  # (level, anchor, title)
+    body: list[str] = []
     markdown = [f"# {title}", ""]
+
+    def heading(level: int, text: str, anchor: str) -> None:
+        toc.append((level, anchor, text))
+        body.append(f'<h{level} id="{html.escape(anchor)}">{html.escape(text)}</h{level}>')
+        markdown.extend([f"{'#' * level} {text}", ""])
+
+    def table_block(frame: pd.DataFrame, note: str, table_id: str = "", css: str = "") -> None:
+        body.append(f"<p class='note'>{html.escape(note)}</p>")
+        # a summary entry's two lines (pandas writes the newline as the two characters \n)
+        table = _html_table(frame, table_id, css).replace("\\n", "<br>")
+        body.append(f'<div class="wide">{table}</div>')
+        markdown.extend([note, "", _markdown_table(frame), ""])
+
+    heading(2, "Summary", "summary")
+    first, *rest = summary_parts
+    table_block(first.table, first.note, "summary-grid", "summary")
+    if sentences:
+        body.append(
+            '<ul class="findings">' + "".join(f"<li>{html.escape(t)}</li>" for t in sentences) + "</ul>"
+        )
+        markdown.extend([f"- {t}" for t in sentences] + [""])
+    for part in rest:
+        heading(3, part.title, _anchor("summary", part.title))
+        table_block(part.table, part.note)
     for dataset in results.datasets:
         progress(f"report: {dataset}")
         made = write_figures(results, dataset, figures)
-        sections = _sections(results, dataset)
-        body.append(f'<h2 id="{html.escape(dataset)}">{html.escape(dataset)}</h2>')
-        markdown += [f"## {dataset}", ""]
-        for i, (name, frame, note) in enumerate(sections):
+        heading(2, dataset, dataset)
+        for i, (name, frame, note) in enumerate(_sections(results, dataset)):
             grid = name.startswith("INTENT")
-            body.append(f"<h3>{html.escape(name)}</h3><p class='note'>{html.escape(note)}</p>")
-            body.append(_html_table(frame, f"grid-{dataset}" if grid else "", "grid" if grid else ""))
-            markdown += [f"### {name}", "", note, "", _markdown_table(frame), ""]
+            heading(3, name, _anchor(dataset, name))
+            table_block(frame, note, f"grid-{dataset}" if grid else "", "grid" if grid else "")
             if i == 1:  # the figures follow the grid and its context
                 for key, path in made.items():
-                    body.append(f"<h3>{FIGURE_TITLES[key]}</h3>{_embedded(path)}")
-                    markdown += [f"![{FIGURE_TITLES[key]}](figures/{path.name})", ""]
+                    heading(3, FIGURE_TITLES[key], _anchor(dataset, key))
+                    body.append(_embedded(path))
+                    markdown.extend([f"![{FIGURE_TITLES[key]}](figures/{path.name})", ""])
     if extra:
-        body.append('<h2 id="beyond">Admission audit and beyond the paper</h2>')
-        markdown += ["## Admission audit and beyond the paper", ""]
+        heading(2, "Admission audit, backtest and beyond the paper", "beyond")
     for i, section in enumerate(extra):
         section.table.to_csv(tables / f"compare_{i:02d}.csv")
-        body.append(f"<h3>{html.escape(section.title)}</h3><p class='note'>{html.escape(section.note)}</p>")
-        body.append(_html_table(section.table))
-        markdown += [f"### {section.title}", "", section.note, "", _markdown_table(section.table), ""]
+        heading(3, section.title, _anchor("beyond", section.title))
+        table_block(section.table, section.note)
         if section.figure is not None:
             figures.mkdir(exist_ok=True)
             if section.figure.parent.resolve() != figures.resolve():  # an audit's PNG lives in the lake
                 shutil.copyfile(section.figure, figures / section.figure.name)
             body.append(_embedded(section.figure))
-            markdown += [f"![{section.title}](figures/{section.figure.name})", ""]
+            markdown.extend([f"![{section.title}](figures/{section.figure.name})", ""])
     page = (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1>"
+        + _contents(toc, results.datasets)
         + "\n".join(body)
         + "</body></html>"
     )
     (out / "report.html").write_text(page, encoding="utf-8")
+    contents = [
+        f"- [{text}](#{anchor})" if level == 2 else f"  - [{text}](#{anchor})" for level, anchor, text in toc
+    ]
+    markdown[2:2] = ["Contents:", "", *contents, ""]
     (out / "report.md").write_text("\n".join(markdown), encoding="utf-8")
     return out / "report.html"
+
+
+def _contents(toc: list[tuple[int, str, str]], datasets: Sequence[str]) -> str:
+    """One line of the top sections, and every section under a fold, so the summary stays on
+    the first screen."""
+    top = " ".join(f'<a href="#{html.escape(a)}">{html.escape(t)}</a>' for level, a, t in toc if level == 2)
+    items = []
+    for level, anchor, text in toc:
+        link = f'<a href="#{html.escape(anchor)}">{html.escape(text)}</a>'
+        items.append(f"<li>{link}</li>" if level == 2 else f'<li style="margin-left:14px">{link}</li>')
+    note = f"Datasets: {', '.join(datasets)}. Primary metric NDCG@10."
+    return (
+        f'<nav id="contents">{top}<details><summary>All {len(toc)} sections</summary>'
+        f"<ul>{''.join(items)}</ul></details><span class='note'>{html.escape(note)}</span></nav>"
+    )
 
 
 def build_report(
@@ -477,19 +607,23 @@ def build_report(
     datasets: Sequence[str] | None = None,
     *,
     compare: CompareConf | None = None,
+    correction: str = DEFAULT_CORRECTION,
     progress=lambda _: None,
 ) -> Path:
     """The report of the chosen datasets, with the comparisons of ``compare`` (by default those
-    whose variants and transfers are in the lake)."""
+    whose variants and transfers are in the lake) and the backtests in the lake; p-values
+    adjusted by ``correction`` over every comparison the report shows."""
     from intent_spark.report.audit import audit_sections
+    from intent_spark.report.backtest import backtest_sections
     from intent_spark.report.compare import compare_sections, lake_compare_conf
     from intent_spark.report.levels import level_sections
 
     everything = read_metrics(spark, lake)
-    results = load_results(spark, lake, datasets, everything)
+    results = load_results(spark, lake, datasets, everything, correction)
     if compare is None:
         compare = lake_compare_conf(spark, lake, everything, results.datasets)
     extra = compare_sections(spark, lake, everything, compare, out / "figures") if compare.any() else []
     levels = level_sections(spark, lake, everything, results.datasets, out / "figures")
     audits = [a for a in audit_sections(lake) if a.title.split(":")[0] in results.datasets]  # `intent audit`
-    return write_report(results, out, extra=[*audits, *levels, *extra], progress=progress)
+    backtests = backtest_sections(lake, everything, results.datasets, out / "figures")
+    return write_report(results, out, extra=[*audits, *backtests, *levels, *extra], progress=progress)

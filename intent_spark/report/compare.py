@@ -335,7 +335,8 @@ def lake_compare_conf(
     from intent_spark.lake.tables import has_table
 
     refs = [parse_dataset(d) for d in sorted(set(metrics[S.DATASET]))]
-    variants = [r for r in refs if r.is_variant and r.source in datasets]
+    # backtest origins have a part of their own (report/backtest.py)
+    variants = [r for r in refs if r.is_variant and r.origin is None and r.source in datasets]
     protocols = tuple(p for p in PROTOCOLS if any(r.protocol == p for r in variants))
     seeds = sorted({r.seed for r in variants if r.seed is not None})
     transfer: tuple[tuple[str, str], ...] = ()

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
@@ -60,8 +60,17 @@ def split_summary(spark: SparkSession, lake: str, dataset: str) -> dict[str, Any
             )
             .first()
         )
+        repeats = {
+            r[S.CELL]: (r.repeats, r.targets)
+            for r in repeat_counts(labelled, targets.where(F.col(S.SPLIT) == name)).collect()  # per cell
+        }
         cells = {
-            r[S.CELL]: {"users": r.n_users, "targets": r.n_targets, "below_floor": r.below_floor}
+            r[S.CELL]: {
+                "users": r.n_users,
+                "targets": r.n_targets,
+                "below_floor": r.below_floor,
+                "repeat_rate": _share(*repeats.get(r[S.CELL], (0, 0))),
+            }
             for r in read_table(spark, lake, S.SPLIT_COUNTS, dataset).where(F.col(S.SPLIT) == name).collect()
         }
         candidates = [
@@ -94,8 +103,10 @@ def split_summary(spark: SparkSession, lake: str, dataset: str) -> dict[str, Any
             "history_median": history["median"] if history else None,
             "evaluation_users_seen_in_training": shares.users_seen if shares else None,
             "target_items_seen_in_training": shares.items_seen if shares else None,
+            "repeat_rate": _share(sum(r for r, _ in repeats.values()), sum(t for _, t in repeats.values())),
             "cells": {
-                cell: cells.get(cell, {"users": 0, "targets": 0, "below_floor": True}) for cell in S.CELLS
+                cell: cells.get(cell, {"users": 0, "targets": 0, "below_floor": True, "repeat_rate": None})
+                for cell in S.CELLS
             },
             "candidates": candidates,
             # one row per month or day: a histogram, not events
@@ -106,6 +117,25 @@ def split_summary(spark: SparkSession, lake: str, dataset: str) -> dict[str, Any
         }
         labelled.unpersist()
     return summary
+
+
+def repeat_counts(population: DataFrame, split_targets: DataFrame) -> DataFrame:
+    """Per cell, ``targets`` and ``repeats``: the targets whose item their user met before, in
+    their context (every earlier event of the user in ``(ts, seq)`` order). Where users never
+    repeat an item, the popularity and repeat-last references can only score by chance."""
+    earlier = Window.partitionBy(S.USER_ID, S.ITEM_ID).orderBy(S.TS, S.SEQ)
+    keys = [S.USER_ID, S.ITEM_ID, S.TS, S.SEQ]
+    flagged = population.select(*keys, (F.row_number().over(earlier) > 1).alias("_repeat"))
+    return (
+        split_targets.select(*keys, S.CELL)
+        .join(flagged, keys)
+        .groupBy(S.CELL)
+        .agg(F.count(F.lit(1)).alias("targets"), F.count(F.when(F.col("_repeat"), True)).alias("repeats"))
+    )
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
 
 
 def render_markdown(summary: dict[str, Any]) -> str:
@@ -122,12 +152,15 @@ def render_markdown(summary: dict[str, Any]) -> str:
             f"- evaluation users seen in training {_fmt(split['evaluation_users_seen_in_training'])}, "
             f"target items seen in training {_fmt(split['target_items_seen_in_training'])}",
             "",
-            "| cell | users | targets | below 1,000-user floor |",
-            "|---|---:|---:|---|",
+            f"- targets that repeat an item of their own context: {_fmt(split.get('repeat_rate'))}",
+            "",
+            "| cell | users | targets | repeat rate | below 1,000-user floor |",
+            "|---|---:|---:|---:|---|",
         ]
         for cell, counts in split["cells"].items():
             floor = "yes" if counts["below_floor"] else ""
-            lines.append(f"| {cell} | {counts['users']:,} | {counts['targets']:,} | {floor} |")
+            repeat = _fmt(counts.get("repeat_rate"))
+            lines.append(f"| {cell} | {counts['users']:,} | {counts['targets']:,} | {repeat} | {floor} |")
         lines += ["", "| candidate | train share | admissible | chosen |", "|---|---:|---|---|"]
         for c in split["candidates"]:
             lines.append(
