@@ -155,8 +155,8 @@ def test_a_typo_in_a_run_conf_is_one_line_and_runs_nothing(tmp_path):
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"intent run: error: {path}: model: unknown key; did you mean 'models'? known: audit, compare, datasets, "
-        "lake, model_overrides, models, models_conf, processes, report, seed, split_conf, tracking_uri, workdir"
+        f"intent run: error: {path}: model: unknown key; did you mean 'models'? known: audit, backtest, compare, "
+        "correction, datasets, lake, model_overrides, models, models_conf, processes, report, seed, split_conf, tracking_uri, workdir"
     ]
     assert not (tmp_path / "work").exists()
 
