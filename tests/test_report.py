@@ -382,3 +382,28 @@ def test_findings_state_gaps_retention_and_the_loss_beyond_repeat_last():
         "known_future_new" not in leads.index
         or leads.loc["known_future_new", "datasets below the floor"] == 2
     )
+
+
+def test_a_cell_where_the_top_models_tie_has_no_leader():
+    from intent_spark.report.summary import cross_dataset, lead_text, summary_table
+
+    rows = [
+        ("d", S.TEST, "new_future_new", model, "ndcg", 10, value, 0.0, value, 2000, 2000, False)
+        for model, value in (("gru4rec", 0.0), ("popularity", 0.0), ("sasrec", 0.0))
+    ] + [
+        ("d", S.TEST, "known_past", model, "ndcg", 10, value, value - 0.01, value + 0.01, 2000, 2000, False)
+        for model, value in (("popularity", 0.2), ("sasrec", 0.2), ("repeat_last", 0.1))
+    ]
+    columns = [S.DATASET, S.SPLIT, S.CELL, S.MODEL, "metric", "k", "value", "ci_low", "ci_high"]
+    metrics = pd.DataFrame(rows, columns=[*columns, "n_users", "n_targets", "below_floor"])
+    table = summary_table(
+        metrics, pd.DataFrame(columns=["dataset", "split", "kind", "cell", "model", "baseline"]), {}
+    )
+    texts = {r[S.CELL]: lead_text(r) for _, r in table.iterrows()}
+    assert texts["new_future_new"] == "every model 0.000: no leader\nno lead to test"
+    assert (
+        texts["known_past"] == "popularity and sasrec tie at 0.200\u00a0[0.190,\u00a00.210]\nno lead to test"
+    )
+    assert table["tied"].all()
+    leads = cross_dataset(table)  # a tie counts as nobody's lead
+    assert [c for c in leads.columns if c != "datasets below the floor"] == []

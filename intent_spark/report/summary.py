@@ -32,6 +32,7 @@ SUMMARY_COLUMNS = (
     "leader_ci_high",
     "runner_up",
     "runner_up_ndcg_10",
+    "tied",
     "lead",
     "p_value",
     "p_adjusted",
@@ -127,6 +128,8 @@ def summary_table(
                 "leader_ci_high": lead["ci_high"],
                 "runner_up": None if second is None else second[S.MODEL],
                 "runner_up_ndcg_10": None if second is None else second["value"],
+                # no leader: every model at 0, or the first two equal (the name only broke the tie)
+                "tied": lead["value"] == 0 or (second is not None and second["value"] == lead["value"]),
                 "lead": None if paired is None else paired["lead"],
                 "p_value": None if paired is None else paired["p_value"],
                 "p_adjusted": p_adjusted,
@@ -150,8 +153,14 @@ def lead_text(row: Any) -> str:
     over the runner-up is worth after correction."""
     interval = f"[{_num(row['leader_ci_low'])},\u00a0{_num(row['leader_ci_high'])}]"
     score = f"{row['leader']} {_num(row['leader_ndcg_10'])}\u00a0{interval}"
+    if row["leader_ndcg_10"] == 0:
+        score = "every model 0.000: no leader"
+    elif row["tied"]:
+        score = f"{row['leader']} and {row['runner_up']} tie at {_num(row['leader_ndcg_10'])}\u00a0{interval}"
     if row["below_floor"]:
         return f"{score}\nbelow the user floor ({row['users']:,} users): not ranked"
+    if row["tied"]:
+        return f"{score}\nno lead to test"
     if row["runner_up"] is None or pd.isna(row["lead"]):
         return f"{score}\nno paired comparison"
     lead, p = _num(row["lead"], "+.3f"), _num(row["p_adjusted"], ".2g")
@@ -176,10 +185,10 @@ def summary_grid(table: pd.DataFrame, summaries: dict[str, dict[str, Any]]) -> p
 
 def cross_dataset(table: pd.DataFrame) -> pd.DataFrame:
     """Cells down, models across: how many datasets each model leads in the cell, counting only
-    cells above the floor, with the significant leads among them."""
+    cells above the floor with a leader (no tie at the top), with the significant leads among them."""
     if table.empty:
         return pd.DataFrame()
-    ranked = table[~table["below_floor"]]
+    ranked = table[~table["below_floor"] & ~table["tied"]]
     counts = ranked.groupby([S.CELL, "leader"]).agg(
         leads=(S.DATASET, "count"), significant=("significant", "sum")
     )
