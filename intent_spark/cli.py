@@ -259,14 +259,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(words)
+    args.command_line = " ".join(["intent", *words])[:300]  # what a lock names this writer by
     if args.verbose:
         os.environ["INTENT_VERBOSE"] = "1"
     session = sys.modules.get("intent_spark.lake.session")
     if session is not None:
         session.LAUNCHED.clear()  # a session started before this command is not its own
     try:
-        return int(args.func(args))
+        writes = commands.written_datasets(args)
+        if not writes:
+            return int(args.func(args))
+        from intent_spark.lake.locks import dataset_lock
+
+        with dataset_lock(args.lake, writes, args.command_line):
+            return int(args.func(args))
     except (IntentError, ConfError, ValueError) as exc:
         print(f"intent {args.command}: error: {exc}{_spark_log_hint()}", file=sys.stderr)
         return 2

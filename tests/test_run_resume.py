@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -35,46 +35,89 @@ def test_stage_log_skips_unchanged_inputs_and_forgets_a_failed_stage(tmp_path):
 
     with pytest.raises(StageFailed, match=r"^split of d failed: ValueError: bad cutoff$"):
         StageLog(lake, "d").run("split", "c", broken)
-    # the failed attempt removed the old record: nothing looks finished that did not finish
-    assert "split" not in json.loads((tmp_path / "lake" / "_stages" / "d.json").read_text())
+    # the failed attempt replaced the old record: nothing looks finished that did not finish
+    assert "finished" not in json.loads((tmp_path / "lake" / "_stages" / "d.json").read_text())["split"]
     assert fingerprint("x", [1, 2]) == fingerprint("x", [1, 2]) != fingerprint("x", [2, 1])
 
 
-def _run(conf: Path, *extra: str, **kwargs) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+def _run(conf: Path, *extra: str, extra_env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")} | (extra_env or {})
     command = [sys.executable, "-m", "intent_spark.cli", "run", "--conf", str(conf), *extra]
-    return subprocess.Popen(
-        command, cwd=REPO, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, **kwargs
-    )
+    kwargs.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, text=True, **kwargs)
+
+
+# Every table of the dataset the chain writes, compared row for row with an uninterrupted run.
+CHAIN_TABLES = (
+    "events", "rejects", "items", "users", "ingest_files", "holdout", "splits", "targets",
+    "split_candidates", "split_counts", "checksums", "catalogue", "train_sequences", "score_events",
+    "model_inputs", "ranks", "user_metrics", "metrics", "comparisons",
+)  # fmt: skip
 
 
 @pytest.mark.slow
-def test_a_killed_run_resumes_where_it_stopped_and_ends_identical(spark, reference_run, tmp_path):
-    from intent_spark.core import schema as S
+def test_a_driver_killed_in_each_stage_resumes_and_ends_identical(spark, reference_run, tmp_path):
+    """``kill -9`` of the driver in the middle of every stage in turn (a fault point, not a
+    sleep), each run resuming the stage the one before was killed in; then a run to the end."""
+    from intent_spark.core.faults import FAULT_ENV, POINTS
 
     conf = write_run_conf(tmp_path / "killed")
-    record = tmp_path / "killed" / "work" / "lake" / "_stages" / "hm.json"
-    first = _run(conf, start_new_session=True)
-    deadline = time.monotonic() + 300
-    while not (record.exists() and "ingest" in json.loads(record.read_text() or "{}")):
-        assert first.poll() is None, first.stderr.read()[-2000:]
-        assert time.monotonic() < deadline, "ingest did not finish within 300 s"
-        time.sleep(0.1)
-    os.killpg(first.pid, signal.SIGKILL)  # the driver and its JVM, in the split stage
-    first.wait(timeout=60)
-    assert set(json.loads(record.read_text())) == {"generate", "ingest"}
+    work = tmp_path / "killed" / "work"
+    record = work / "lake" / "_stages" / "hm.json"
+    stage_of = {"ingest": "ingest", "split": "split", "inputs": "train popularity",
+                "train": "train popularity", "score": "score popularity", "evaluate": "evaluate"}  # fmt: skip
+    interrupted = None
+    for point in POINTS:
+        log = tmp_path / f"{point}.log"
+        with log.open("w") as sink:
+            killed = _run(conf, start_new_session=True, extra_env={FAULT_ENV: point}, stderr=sink)
+            killed.wait(timeout=600)
+        with suppress(ProcessLookupError):
+            os.killpg(killed.pid, signal.SIGKILL)  # the JVM and workers die with the driver's machine
+        err = log.read_text()
+        assert killed.returncode == -signal.SIGKILL, (point, err[-3000:])
+        if interrupted is not None:  # the stage the last run was killed in is named as resumed
+            assert f"hm: {interrupted} resumed: a run that started it at" in err, (point, err[-3000:])
+        stages = json.loads(record.read_text())
+        stage = stage_of.get(point.split(".")[0])
+        if stage is not None:  # killed half-way: started, not finished
+            assert "started" in stages[stage] and "finished" not in stages[stage], (point, stages)
+        interrupted = stage
+    assert (work / ".report.partial").is_dir() and not (work / "report").exists()
 
-    second = _run(conf)
-    _, err = second.communicate(timeout=600)
-    assert second.returncode == 0, err[-3000:]
-    for stage in ("generate", "ingest"):
-        assert f"hm: {stage} skipped (inputs unchanged since it finished)" in err
-    assert "hm: split skipped" not in err and "done: report at" in err
+    last = _run(conf)
+    _, err = last.communicate(timeout=600)
+    assert last.returncode == 0, err[-3000:]
+    assert "hm: split skipped (inputs unchanged since it finished)" in err and "done: report at" in err
+    stages = json.loads(record.read_text())
+    assert all("finished" in r for r in stages.values()), stages
+    lake = str(work / "lake")
+    same_tables(spark, lake, str(reference_run / "lake"), "hm", list(CHAIN_TABLES))
+    # nothing half-written is left: no staging, no partial report, no run that looks finished
+    # without its model
+    assert not list((work / "lake" / "_staging").rglob("*.parquet"))
+    assert not (work / ".report.partial").exists() and (work / "report" / "report.html").is_file()
+    assert not (work / "lake" / "_locks" / "hm.json").exists()
+    runs = _runs(f"sqlite:///{work / 'mlflow.db'}")
+    assert {r.info.status for r in runs} <= {"FINISHED", "FAILED"}
+    for run in runs:
+        if run.data.tags.get("intent.stage") == "train" and run.info.status == "FINISHED":
+            assert _has_model(f"sqlite:///{work / 'mlflow.db'}", run.info.run_id)
+    assert [r.info.status for r in runs if r.data.tags.get("intent.stage") == "train"].count("FINISHED") == 1
 
-    lake = str(tmp_path / "killed" / "work" / "lake")
-    same_tables(
-        spark, lake, str(reference_run / "lake"), "hm", [S.HOLDOUT, S.TARGETS, S.RANKS, S.METRICS_TABLE]
-    )
+
+def _runs(uri: str) -> list:
+    from mlflow import MlflowClient
+
+    from intent_spark.lake.tracking import experiment_id
+
+    return MlflowClient(uri).search_runs([experiment_id(uri)])
+
+
+def _has_model(uri: str, run_id: str) -> bool:
+    from mlflow import MlflowClient
+
+    return {a.path for a in MlflowClient(uri).list_artifacts(run_id, "model")} >= {"model/test", "model/val"}
 
 
 def test_a_failing_stage_is_named_and_exits_1(spark, tmp_path, capsys):

@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
+from intent_spark.core.faults import fault_point
 from intent_spark.evaluate.corrections import (
     CORRECTION,
     DEFAULT_CORRECTION,
@@ -151,6 +152,7 @@ def _metric_tables(
     progress(f"{dataset}: per-user metrics")
     write_dataset(user_metrics(ranks, submission_limits(spark, lake, dataset)), lake, S.USER_METRICS, dataset)
     users = read_table(spark, lake, S.USER_METRICS, dataset)
+    fault_point("evaluate.user_metrics")
     how = f"{bootstrap} bootstrap replicates" if bootstrap else "normal"
     progress(f"{dataset}: cell metrics with 95% intervals ({how})")
     write_dataset(cell_metrics(users, floor_users, bootstrap), lake, S.METRICS_TABLE, dataset)

@@ -14,6 +14,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import VARIANT_SEPARATOR
 from intent_spark.core.errors import IntentError
+from intent_spark.core.faults import fault_point
 from intent_spark.core.sources import EventsSpec, SourceConf
 from intent_spark.ingest.events import (
     REASON_CHECKED,
@@ -251,6 +252,7 @@ def ingest_source(
                 rejects = file_rejects
             progress(f"{name}: parsing and writing events")
             written_rows = {S.EVENTS: write_dataset(events, lake, S.EVENTS, name)}
+            fault_point("ingest.events")
             progress(f"{name}: writing rejects")
             written_rows[S.REJECTS] = write_dataset(rejects, lake, S.REJECTS, name)
             written = read_table(spark, lake, S.EVENTS, name)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow.fs as pafs
 
 
@@ -84,3 +86,21 @@ def write_single_file(df, path: str, fmt: str = "parquet", row_group_rows: int =
                     rows += held
     fs.delete_dir(filesystem(staging)[1])
     return rows
+
+
+def remove_staging(lake: str, sources: set[str], progress=lambda _: None) -> list[str]:
+    """Delete what killed trainings and scorings of these sources (and their variants) left in
+    ``LAKE/_staging/<kind>/<dataset>``; the caller holds their locks. Returns what it removed."""
+    system, root = filesystem(lake if "://" in lake else str(Path(lake).resolve()))
+    staging = f"{root.rstrip('/')}/_staging"
+    removed = []
+    for kind in system.get_file_info(pafs.FileSelector(staging, allow_not_found=True)):
+        if kind.type != pafs.FileType.Directory:
+            continue
+        for folder in system.get_file_info(pafs.FileSelector(kind.path, allow_not_found=True)):
+            if folder.type == pafs.FileType.Directory and folder.base_name.split(".", 1)[0] in sources:
+                system.delete_dir(folder.path)
+                removed.append(f"_staging/{kind.base_name}/{folder.base_name}")
+    if removed:
+        progress(f"removed what interrupted stages left: {', '.join(removed)}")
+    return removed

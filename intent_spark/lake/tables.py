@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -16,6 +17,7 @@ from intent_spark.core import schema as S
 from intent_spark.core.datasets import parse_dataset
 from intent_spark.core.errors import IntentError
 from intent_spark.lake.files import filesystem
+from intent_spark.lake.integrity import LOG, check_table, log_versions
 
 # A variant of a dataset (``amazon_hk.leave_last_out``, ``amazon_hk.seed1``) is split and scored
 # under its own name but reads its source's ingested tables: nothing is copied.
@@ -51,18 +53,56 @@ def write_dataset(df: DataFrame, lake: str, table: str, dataset: str, **partitio
     replaced = " AND ".join(
         f"{column} = '{value}'" for column, value in {S.DATASET: dataset, **partition}.items()
     )
-    (
-        df.write.format("delta")
-        .mode("overwrite")
-        .option("replaceWhere", replaced)
-        .option("mergeSchema", "true")  # a lake written before a column was added keeps working
-        .partitionBy(*S.TABLE_PARTITIONS.get(table, (S.DATASET,)))
-        .save(table_path(lake, table))
-    )
+    for attempt in range(CONFLICT_RETRIES + 1):
+        try:
+            (
+                df.write.format("delta")
+                .mode("overwrite")
+                .option("replaceWhere", replaced)
+                .option("mergeSchema", "true")  # a lake written before a column was added keeps working
+                .partitionBy(*S.TABLE_PARTITIONS.get(table, (S.DATASET,)))
+                .save(table_path(lake, table))
+            )
+            break
+        except Exception as exc:
+            # Another dataset's writer created the table or changed its schema first: this write
+            # replaces only its own partition, so doing it again is safe.
+            if attempt < CONFLICT_RETRIES and any(code in str(exc) for code in CONFLICTS):
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            _raise_disk_full(exc, lake, table, dataset)
+            raise
     written = committed_rows(table_path(lake, table), replaced)
     if written is None:  # another writer committed since, or metrics off: count what is there
         return int(read_table(df.sparkSession, lake, table, dataset).where(replaced).count())
     return written
+
+
+DISK_FULL = ("No space left on device", "Disk quota exceeded")
+# Delta's error classes for a commit that lost a race with another writer
+CONFLICTS = ("DELTA_CONCURRENT", "DELTA_PROTOCOL_CHANGED", "DELTA_METADATA_CHANGED")
+CONFLICT_RETRIES = 3
+
+
+def _raise_disk_full(exc: Exception, lake: str, table: str, dataset: str) -> None:
+    """A write the disk could not hold, as one line saying the table kept its last version."""
+    full = next((why for why in DISK_FULL if why in str(exc)), None)
+    if full is None:
+        return
+    version = table_version(table_path(lake, table))
+    kept = "no version yet" if version is None else f"its version {version}, as before"
+    raise IntentError(
+        f"{table_path(lake, table)}: writing {dataset} failed: {full.lower()}; nothing of this "
+        f"write was committed, the table keeps {kept}"
+    ) from None
+
+
+def table_version(path: str) -> int | None:
+    """The newest commit of a table, from its log's file names; None before its first."""
+    system, root = filesystem(path if "://" in path else str(Path(path).resolve()))
+    infos = system.get_file_info(pafs.FileSelector(f"{root.rstrip('/')}/{LOG}", allow_not_found=True))
+    commits = log_versions(infos)[0]
+    return max(commits) if commits else None
 
 
 def committed_rows(path: str, predicate: str) -> int | None:
@@ -96,10 +136,12 @@ def has_table(spark: SparkSession, lake: str, table: str) -> bool:
 
 
 def read_table(spark: SparkSession, lake: str, table: str, dataset: str | None = None) -> DataFrame:
-    """A lake table (one dataset's partition when ``dataset`` is given); a one-line error if absent."""
+    """A lake table (one dataset's partition when ``dataset`` is given); a one-line error if
+    absent or damaged (``integrity.check_table``: nothing is computed on a damaged table)."""
     path = table_path(lake, table)
     if not has_table(spark, lake, table):
         raise IntentError(f"{path}: no such table in the lake (run the stage that writes {table} first)")
+    check_table(spark, path)
     df = spark.read.format("delta").load(path)
     return df if dataset is None else df.where(F.col(S.DATASET) == dataset)
 

@@ -7,11 +7,13 @@ The default store is SQLite beside a local lake (``LAKE/../mlflow.db``, artifact
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import socket
 import subprocess
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -24,7 +26,75 @@ EXPERIMENT = "intent-spark"
 TAG_DATASET = "intent.dataset"
 TAG_MODEL = "intent.model"
 TAG_STAGE = "intent.stage"
+TAG_WRITER = "intent.writer"  # host:pid of the process that opened the run
 TAG_PARENT = "mlflow.parentRunId"  # MLflow's own tag: the UI nests a run under its parent
+T = typing.TypeVar("T")
+
+# MLflow retries a refused request 7 times with doubling waits (minutes in all); a stopped
+# server is said in seconds instead. Set these variables to wait longer.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+
+
+@contextmanager
+def reaching(tracking_uri: str) -> Iterator[None]:
+    """MLflow's errors inside the block as one line naming the store (a stopped server, a
+    refused request), never a traceback; the stage that called fails and a rerun continues."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        yield
+    except MlflowException as exc:
+        text = str(exc).strip()
+        first = (text.splitlines() or [type(exc).__name__])[0]
+        if "Max retries exceeded" in text or "Connection refused" in text or "ConnectionError" in text:
+            raise IntentError(
+                f"MLflow at {tracking_uri} is unreachable (connection refused); start it, or point "
+                "--tracking-uri elsewhere, and rerun: no run of this stage was logged as finished"
+            ) from exc
+        raise IntentError(f"MLflow at {tracking_uri}: {first[:300]}") from exc
+
+
+def reaches_store(function: Callable[..., T]) -> Callable[..., T]:
+    """``reaching`` around a whole function whose first argument is the tracking URI."""
+
+    @functools.wraps(function)
+    def wrapped(tracking_uri: str, *args: Any, **kwargs: Any) -> T:
+        with reaching(tracking_uri):
+            return function(tracking_uri, *args, **kwargs)
+
+    return wrapped
+
+
+def writer_tag() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def close_abandoned_runs(tracking_uri: str, filter_string: str = "") -> list[str]:
+    """Runs still RUNNING that a process of this host opened and died with (killed, or its
+    store gone before it could say FAILED) are set FAILED: none looks in progress or finished
+    that is neither. Returns their ids."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    where = f"attributes.status = 'RUNNING' AND tags.`{TAG_WRITER}` LIKE '{socket.gethostname()}:%'"
+    closed = []
+    for run in client.search_runs([experiment_id(tracking_uri)], filter_string=f"{where} {filter_string}"):
+        pid = int(run.data.tags[TAG_WRITER].rsplit(":", 1)[1])
+        if pid != os.getpid() and not _process_alive(pid):
+            client.set_terminated(run.info.run_id, "FAILED")
+            closed.append(run.info.run_id)
+    return closed
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def default_tracking_uri(lake: str, explicit: str | None = None) -> str:
@@ -59,6 +129,7 @@ def store(tracking_uri: str) -> Iterator[None]:
         mlflow.set_tracking_uri(typing.cast(str, before))  # None: MLflow's own default again
 
 
+@reaches_store
 def experiment_id(tracking_uri: str, name: str = EXPERIMENT) -> str:
     from mlflow import MlflowClient
 
@@ -73,24 +144,28 @@ def experiment_id(tracking_uri: str, name: str = EXPERIMENT) -> str:
 class TrainingRun:
     """The MLflow run a training stage logs to while it is open (``start_run``)."""
 
-    def __init__(self, run: Any):
+    def __init__(self, run: Any, tracking_uri: str):
         self._run = run
         self.run_id: str = run.info.run_id
+        self.tracking_uri = tracking_uri
 
     def log_params(self, params: dict[str, Any]) -> None:
         import mlflow
 
-        mlflow.log_params(params)
+        with reaching(self.tracking_uri):
+            mlflow.log_params(params)
 
     def log_metrics(self, metrics: dict[str, float]) -> None:
         import mlflow
 
-        mlflow.log_metrics(metrics)
+        with reaching(self.tracking_uri):
+            mlflow.log_metrics(metrics)
 
     def log_artifacts(self, folder: str | Path, artifact_path: str) -> None:
         import mlflow
 
-        mlflow.log_artifacts(str(folder), artifact_path=artifact_path)
+        with reaching(self.tracking_uri):
+            mlflow.log_artifacts(str(folder), artifact_path=artifact_path)
 
 
 @contextmanager
@@ -107,23 +182,30 @@ def start_run(
     logged before anything else."""
     import mlflow
 
-    exp = experiment_id(tracking_uri)
-    tags = {TAG_DATASET: dataset, TAG_MODEL: model, TAG_STAGE: stage}
+    with reaching(tracking_uri):
+        exp = experiment_id(tracking_uri)
+        close_abandoned_runs(
+            tracking_uri, f"AND tags.`{TAG_DATASET}` = '{dataset}' AND tags.`{TAG_MODEL}` = '{model}'"
+        )
+    tags = {TAG_DATASET: dataset, TAG_MODEL: model, TAG_STAGE: stage, TAG_WRITER: writer_tag()}
     if parent_run_id:
         tags[TAG_PARENT] = parent_run_id
+    # the block's own failure ends the run FAILED; a store gone by then leaves it RUNNING, and
+    # the next run of this dataset and model closes it (close_abandoned_runs)
     with (
+        reaching(tracking_uri),
         store(tracking_uri),
         mlflow.start_run(experiment_id=exp, run_name=f"{dataset}/{model}", tags=tags) as run,
     ):
         mlflow.log_params(params)
-        yield TrainingRun(run)
+        yield TrainingRun(run, tracking_uri)
 
 
 def log_run_metrics(tracking_uri: str, run_id: str, metrics: dict[str, float]) -> None:
     """Metrics added to a finished run (scoring speed, cell metrics); it stays finished."""
     import mlflow
 
-    with store(tracking_uri), mlflow.start_run(run_id=run_id):
+    with reaching(tracking_uri), store(tracking_uri), mlflow.start_run(run_id=run_id):
         mlflow.log_metrics(metrics)
 
 
@@ -132,11 +214,12 @@ def download_artifacts(tracking_uri: str, run_id: str, artifact_path: str, dst: 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # progress is ours to print
     import mlflow
 
-    return Path(
-        mlflow.artifacts.download_artifacts(
-            run_id=run_id, artifact_path=artifact_path, dst_path=str(dst), tracking_uri=tracking_uri
+    with reaching(tracking_uri):
+        return Path(
+            mlflow.artifacts.download_artifacts(
+                run_id=run_id, artifact_path=artifact_path, dst_path=str(dst), tracking_uri=tracking_uri
+            )
         )
-    )
 
 
 def start_benchmark(tracking_uri: str, name: str, params: dict[str, Any]) -> str:
@@ -145,16 +228,23 @@ def start_benchmark(tracking_uri: str, name: str, params: dict[str, Any]) -> str
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri)
-    run = client.create_run(experiment_id(tracking_uri), run_name=name, tags={TAG_STAGE: "benchmark"})
-    for key, value in params.items():
-        client.log_param(run.info.run_id, key, value)
+    with reaching(tracking_uri):
+        close_abandoned_runs(tracking_uri, f"AND tags.`{TAG_STAGE}` = 'benchmark'")
+        run = client.create_run(
+            experiment_id(tracking_uri),
+            run_name=name,
+            tags={TAG_STAGE: "benchmark", TAG_WRITER: writer_tag()},
+        )
+        for key, value in params.items():
+            client.log_param(run.info.run_id, key, value)
     return run.info.run_id
 
 
 def end_benchmark(tracking_uri: str, run_id: str, ok: bool) -> None:
     from mlflow import MlflowClient
 
-    MlflowClient(tracking_uri).set_terminated(run_id, "FINISHED" if ok else "FAILED")
+    with reaching(tracking_uri):
+        MlflowClient(tracking_uri).set_terminated(run_id, "FINISHED" if ok else "FAILED")
 
 
 def log_report(tracking_uri: str, folder: str, run_id: str | None = None) -> str:
@@ -163,17 +253,19 @@ def log_report(tracking_uri: str, folder: str, run_id: str | None = None) -> str
 
     client = MlflowClient(tracking_uri)
     own = run_id is None
-    if own:
-        run_id = client.create_run(
-            experiment_id(tracking_uri), run_name="report", tags={TAG_STAGE: "report"}
-        ).info.run_id
-    assert run_id is not None
-    client.log_artifacts(run_id, folder, "report")
-    if own:
-        client.set_terminated(run_id)
+    with reaching(tracking_uri):
+        if own:
+            run_id = client.create_run(
+                experiment_id(tracking_uri), run_name="report", tags={TAG_STAGE: "report"}
+            ).info.run_id
+        assert run_id is not None
+        client.log_artifacts(run_id, folder, "report")
+        if own:
+            client.set_terminated(run_id)
     return run_id
 
 
+@reaches_store
 def compare_runs(tracking_uri: str, run_ids: list[str], dataset: str | None, pattern: str) -> Any:
     """Metrics of the chosen runs side by side (rows: metric names matching ``pattern``;
     columns: ``dataset/model``), from the given run ids or every latest training run of a
@@ -208,6 +300,7 @@ def compare_runs(tracking_uri: str, run_ids: list[str], dataset: str | None, pat
     return pd.DataFrame(columns).sort_index()
 
 
+@reaches_store
 def find_run(
     tracking_uri: str, dataset: str, model: str, run_id: str | None = None, *, missing_ok: bool = False
 ) -> Any:

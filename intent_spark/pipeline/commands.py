@@ -25,6 +25,27 @@ def _spark_overrides(args: argparse.Namespace) -> dict[str, str]:
     return spark_settings(getattr(args, "spark_profile", None), getattr(args, "spark_conf", None) or [])
 
 
+# The commands that write a dataset's tables, and the argument naming it: each holds the
+# dataset's lock (``lake/locks.py``) while it runs. ``run`` takes the locks of its conf's datasets.
+WRITERS = {
+    "ingest": "dataset",
+    "split": "dataset",
+    "train": "dataset",
+    "score": "dataset",
+    "submit": "dataset",
+    "evaluate": "dataset",
+    "transfer": "target",
+}
+
+
+def written_datasets(args: argparse.Namespace) -> list[str]:
+    """The datasets whose tables this command writes (none for one that only reads)."""
+    name = WRITERS.get(args.command)
+    if name is None or getattr(args, "export", None):  # score --export writes a file, not ranks
+        return []
+    return [getattr(args, name)]
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from intent_spark.generate import generate_release
 
@@ -107,14 +128,31 @@ def cmd_split(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from intent_spark.checks.verify import lake_datasets, verify_dataset
+    from intent_spark.lake.integrity import DamagedTable, lake_faults
     from intent_spark.lake.session import build_session
 
     report = reporter("verify")
     spark = build_session("intent-verify", _spark_overrides(args))
-    datasets = [args.dataset] if args.dataset else lake_datasets(spark, args.lake)
     failed = []
+    for table, faults in lake_faults(spark, args.lake).items():
+        for fault in faults:  # the same line a command reading the table stops with
+            report(f"FAIL {args.lake.rstrip('/')}/{table}: damaged: {fault}")
+        if faults:
+            failed.append(f"{table} (damaged)")
+        else:
+            report(f"ok   {table} whole (its files match its Delta log)")
+    try:
+        datasets = [args.dataset] if args.dataset else lake_datasets(spark, args.lake)
+    except DamagedTable:
+        datasets = []  # the splits table itself: named above
     for dataset in datasets:
-        for result in verify_dataset(spark, args.lake, dataset):
+        try:
+            results = verify_dataset(spark, args.lake, dataset)
+        except DamagedTable as exc:
+            report(f"FAIL {dataset}: checks not run: {exc}")
+            failed.append(f"{dataset} (unchecked)")
+            continue
+        for result in results:
             status = "ok  " if result.ok else "FAIL"
             line = f"{status} {dataset} {result.split} {result.name}"
             if not result.ok:
@@ -394,4 +432,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         print("\n".join(lines))
         return 0
-    return run_pipeline(runner)
+    from intent_spark.core.datasets import parse_dataset
+    from intent_spark.lake.files import remove_staging
+    from intent_spark.lake.locks import dataset_lock
+
+    with dataset_lock(runner.lake, conf.names, getattr(args, "command_line", "intent run"), report):
+        remove_staging(runner.lake, {parse_dataset(name).source for name in conf.names}, report)
+        return run_pipeline(runner)

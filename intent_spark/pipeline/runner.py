@@ -595,7 +595,11 @@ class Runner:
             ok = True
         finally:
             if self.parent is not None:
-                end_benchmark(self.uri, self.parent, ok)
+                try:
+                    end_benchmark(self.uri, self.parent, ok)
+                except IntentError:
+                    if ok:  # else the stage's failure is the one to tell (the store may be why)
+                        raise
 
     def plan(self, tasks: list[Task]) -> list[str]:
         """One line per task: whether ``execute`` would run it or skip it, and why. Runs nothing."""
@@ -607,11 +611,14 @@ class Runner:
                 continue
             inputs = task.inputs()
             self.done[task.key] = inputs
-            record = self.log(task.dataset).done.get(task.name)
+            log = self.log(task.dataset)
+            record = log.finished(task.name)
             if self.force:
                 why = "--force"
             elif inputs is None:
                 why = f"after {task.upstream}, which runs first"
+            elif record is None and task.name in log.done:
+                why = f"interrupted (started {log.done[task.name].get('started', '?')}, never finished)"
             elif record is None:
                 why = "never finished"
             elif record.get("inputs") != inputs:

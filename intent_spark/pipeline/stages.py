@@ -71,11 +71,18 @@ class StageLog:
     def run(self, stage: str, inputs: str, work: Callable[[], Any]) -> bool:
         """Run ``work`` unless the stage finished before on the same inputs; record it when it
         finishes. Returns whether it ran."""
-        if not self.force and self.done.get(stage, {}).get("inputs") == inputs:
+        record = self.done.get(stage, {})
+        if not self.force and "finished" in record and record.get("inputs") == inputs:
             self.progress(f"{self.dataset}: {stage} skipped (inputs unchanged since it finished)")
             return False
-        if self.done.pop(stage, None) is not None:
-            self._save()  # a stage killed half-way must not look finished
+        if "finished" not in record and "started" in record:
+            self.progress(
+                f"{self.dataset}: {stage} resumed: a run that started it at {record['started']} did not "
+                "finish it; its partial writes are replaced"
+            )
+        # recorded as started and not finished first: a stage killed half-way must not look finished
+        self.done[stage] = {"inputs": inputs, "started": _now()}
+        self._save()
         started = time.monotonic()
         try:
             work()
@@ -83,13 +90,27 @@ class StageLog:
             raise StageFailed(stage, self.dataset, exc) from exc
         self.done[stage] = {
             "inputs": inputs,
-            "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+            "started": self.done[stage]["started"],
+            "finished": _now(),
             "seconds": round(time.monotonic() - started, 2),
         }
         self._save()
         return True
 
+    def finished(self, stage: str) -> dict[str, Any] | None:
+        """The record of a stage that finished; None for one never run or interrupted."""
+        record = self.done.get(stage)
+        return record if record is not None and "finished" in record else None
+
     def _save(self) -> None:
-        self._fs.create_dir(self._path.rsplit("/", 1)[0], recursive=True)
-        with self._fs.open_output_stream(self._path) as sink:
+        """Written aside and renamed over the log (locally), so a kill never leaves half a file."""
+        folder = self._path.rsplit("/", 1)[0]
+        self._fs.create_dir(folder, recursive=True)
+        aside = f"{folder}/.{self.dataset}.json.partial"
+        with self._fs.open_output_stream(aside) as sink:
             sink.write(json.dumps(self.done, indent=1, sort_keys=True).encode())
+        self._fs.move(aside, self._path)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import TRANSFER_SEPARATOR, is_transfer, parse_dataset
+from intent_spark.core.faults import fault_point
 from intent_spark.core.runconf import CompareConf
 from intent_spark.evaluate.corrections import (
     CORRECTION_NAMES,
@@ -477,8 +478,8 @@ def summary_sections(results: Results) -> tuple[pd.DataFrame, list[Section], lis
         Section(
             "Across datasets: how many datasets each model leads",
             cross_dataset(table),
-            "Per cell, counting only cells above the user floor; in brackets the leads that are "
-            "significant after correction.",
+            "Per cell, counting only cells above the user floor whose top two models differ; in "
+            "brackets the leads that are significant after correction.",
         ),
         Section(
             "Derived findings (test, NDCG@10)",
@@ -500,8 +501,14 @@ def write_report(
     progress=lambda _: None,
 ) -> Path:
     """``report.html`` (self-contained), ``report.md``, ``summary.csv``, ``tables/*.csv`` and
-    ``figures/*.png``. The page opens with the summary; a table of contents links every section."""
-    out.mkdir(parents=True, exist_ok=True)
+    ``figures/*.png``. The page opens with the summary; a table of contents links every section.
+
+    Written beside ``out`` and moved into place at the end, so a report killed half-way leaves
+    the previous one whole rather than new tables beside an old page."""
+    final = out
+    out = out.with_name(f".{out.name}.partial")
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
     tables, figures = out / "tables", out / "figures"
     tables.mkdir(exist_ok=True)
     results.metrics.to_csv(tables / "metrics.csv", index=False)
@@ -542,9 +549,11 @@ def write_report(
     for part in rest:
         heading(3, part.title, _anchor("summary", part.title))
         table_block(part.table, part.note)
-    for dataset in results.datasets:
+    for n, dataset in enumerate(results.datasets):
         progress(f"report: {dataset}")
         made = write_figures(results, dataset, figures)
+        if n == 0:
+            fault_point("report.figures")
         heading(2, dataset, dataset)
         for i, (name, frame, note) in enumerate(_sections(results, dataset)):
             grid = name.startswith("INTENT")
@@ -582,7 +591,21 @@ def write_report(
     ]
     markdown[2:2] = ["Contents:", "", *contents, ""]
     (out / "report.md").write_text("\n".join(markdown), encoding="utf-8")
-    return out / "report.html"
+    replace_folder(out, final)
+    return final / "report.html"
+
+
+def replace_folder(built: Path, final: Path) -> None:
+    """Each file and folder of ``built`` replaces its namesake in ``final``, the page last (a
+    reader who finds the new page finds its tables); nothing else in ``final`` is touched."""
+    final.mkdir(parents=True, exist_ok=True)
+    page = "report.html"
+    for item in sorted(built.iterdir(), key=lambda p: p.name == page):
+        target = final / item.name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        item.replace(target)
+    built.rmdir()
 
 
 def _contents(toc: list[tuple[int, str, str]], datasets: Sequence[str]) -> str:

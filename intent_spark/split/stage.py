@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.faults import fault_point
 from intent_spark.lake.checksum import table_checksums
 from intent_spark.lake.tables import ingest_record, read_table, source_table, write_dataset
 from intent_spark.split.cells import seen_items, training_events, with_period
@@ -184,6 +185,7 @@ def _split_tables(spark, lake, dataset, conf, progress) -> list[SplitOutcome]:
     write_dataset(test.holdout.unionByName(val.holdout), lake, S.HOLDOUT, dataset)
     write_dataset(splits_rows(spark, dataset, conf, outcomes, level), lake, S.SPLITS, dataset)
     write_dataset(candidate_rows(spark, dataset, outcomes), lake, S.SPLIT_CANDIDATES, dataset)
+    fault_point("split.holdout")
     progress(f"{dataset}: writing targets")
     write_dataset(test.targets.unionByName(val.targets), lake, S.TARGETS, dataset)
     targets = read_table(spark, lake, S.TARGETS, dataset)

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
+from intent_spark.core.faults import fault_point
 from intent_spark.lake.readers import read_catalogue, split_files, training_batches
 from intent_spark.lake.tables import read_table, source_table
 from intent_spark.lake.tracking import code_version, start_run
@@ -168,6 +169,7 @@ def train(
             meta.update({k: v for k, v in stats.items() if not _number(v)})
             (folder / "meta.json").write_text(json.dumps(meta, indent=2))
             progress(f"{where}: {catalogue.n_items:,} items, {catalogue.n_trained:,} trained")
+        fault_point("train.fitted")
         run.log_artifacts(tmp, "model")
         return run.run_id
 

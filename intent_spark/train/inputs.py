@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.faults import fault_point
 from intent_spark.lake.tables import has_table, read_table, source_table, spark_conf, write_dataset
 from intent_spark.split.cells import training_events
 from intent_spark.split.populations import labelled_populations
@@ -184,6 +185,7 @@ def build_model_inputs(
         for split, labelled in populations.items()
     ]
     write_dataset(_tagged(catalogues, dataset), lake, S.CATALOGUE, dataset)
+    fault_point("inputs.catalogue")
     # Indices are read back from the stored catalogue, not recomputed for every table.
     stored = read_table(spark, lake, S.CATALOGUE, dataset)
     n_events = source_table(spark, lake, S.EVENTS, dataset).count()

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
+from intent_spark.core.faults import fault_point
 from intent_spark.lake.files import remove_folder
 from intent_spark.lake.readers import split_files, user_blocks
 from intent_spark.lake.tables import read_table, write_dataset
@@ -164,6 +165,7 @@ def score(
     except Exception:
         drop_staging(staging)  # nothing of a failed scoring is kept
         raise
+    fault_point("score.staged")
     rows = write_ranks(spark, lake, dataset, name, staging, splits)
     log_run_metrics(tracking_uri, run.info.run_id, metrics)
     return rows
