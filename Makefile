@@ -7,7 +7,7 @@ DELTA_VERSION := 4.0.1
 DELTA_JARS := .jars/delta-spark_2.13-$(DELTA_VERSION).jar .jars/delta-storage-$(DELTA_VERSION).jar
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup demo demo-full test test-cluster test-fast lint bench bench-processes clean
+.PHONY: help setup demo demo-full test test-cluster test-fast lint bench bench-processes bench-pipeline clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -57,6 +57,11 @@ bench: setup ## benchmarks, not tests (BENCHMARKS.md): ingest, split scaling vs 
 
 bench-processes: setup ## SASRec training steps/s and scoring targets/s in 1 and 2 processes (TorchDistributor)
 	$(PY) bench/processes_bench.py --out bench/results/processes.json
+
+PIPELINE_EVENTS ?= 1000000 5000000 20000000 50000000
+bench-pipeline: setup ## every stage at PIPELINE_EVENTS events against DuckDB, one run (hours at 50M; BENCHMARKS.md)
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) bench/pipeline_bench.py --events $(PIPELINE_EVENTS) --out bench/results/pipeline.json
 
 clean: ## remove demo output and caches (keeps .venv and .jars)
 	rm -rf demo demo-full spark-warehouse .pytest_cache

@@ -1,4 +1,4 @@
-"""Single-node reference of the split and target stage (SPEC 3) in DuckDB, for issue 7.
+"""Single-node reference of the split and target stage (SPEC 3) in DuckDB, for the pipeline benchmark.
 
 Reads the events as plain Parquet (one dataset's events table, exported by Spark) and computes,
 in DuckDB SQL, what ``intent_spark.splitting.split_population`` computes: hash holdout, time

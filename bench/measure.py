@@ -22,9 +22,14 @@ class PeakMemory:
     def _sample(self) -> None:
         me = psutil.Process()
         while not self._stop.is_set():
-            children = me.children(recursive=True)
             self.peak_python = max(self.peak_python, me.memory_info().rss)
-            jvm = sum(c.memory_info().rss for c in children if "java" in c.name())
+            jvm = 0
+            for child in me.children(recursive=True):
+                try:  # a short-lived child (a Python worker) may end between listing and reading it
+                    if "java" in child.name():
+                        jvm += child.memory_info().rss
+                except psutil.NoSuchProcess:
+                    continue
             self.peak_driver = max(self.peak_driver, jvm)
             time.sleep(self.interval)
 

@@ -1,4 +1,4 @@
-"""How the split and target stage scales (issue 7): Spark against the DuckDB reference and
+"""How the split and target stage scales: Spark against the DuckDB reference and
 RePlay's splitters on the same Parquet events of generated REES46 data, at several sizes, in one run.
 
     cd bench && ../.venv/bin/python scale_bench.py --events 1000000 5000000 20000000 50000000

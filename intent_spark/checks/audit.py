@@ -1,4 +1,4 @@
-"""Admission audit (issue 9): the INTENT paper's five dataset criteria, measured on an ingested
+"""Admission audit: the INTENT paper's five dataset criteria, measured on an ingested
 dataset so a candidate release (or a bank's own ledger) can be checked before its cells are trusted.
 
 Input: one dataset's rows of the lake's ``events`` table (one row per event) and its source conf.

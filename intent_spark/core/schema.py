@@ -382,7 +382,7 @@ COMPARISONS_SCHEMA = StructType(
 )
 TABLE_SCHEMAS[COMPARISONS] = COMPARISONS_SCHEMA
 
-# Transfer across sources (issue 8): per target cell, how many targets a content model trained
+# Transfer across sources: per target cell, how many targets a content model trained
 # on `source` can reach through shared tokens, and the cutoffs both sources admit.
 TRANSFERS = "transfers"
 SOURCE = "source"

@@ -1,4 +1,4 @@
-"""The report's "beyond the paper" part (issue 8): protocol table and agreement, leaks, seed
+"""The report's "beyond the paper" part: protocol table and agreement, leaks, seed
 spread, cutoff sensitivity, transfer grid and KuaiRand's all-signals mode.
 
 Everything here reads small tables: ``metrics`` rows, the transfers table, the CSV files of

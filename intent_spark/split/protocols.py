@@ -1,4 +1,4 @@
-"""Other evaluation protocols on the same events, beside the INTENT cells (issue 8).
+"""Other evaluation protocols on the same events, beside the INTENT cells.
 
 - ``leave_last_out``: the usual per-user split. Each user's last event is their target and every
   other event trains, so a training event of one user can follow another user's target in

@@ -1,4 +1,4 @@
-"""Transfer across sources (issue 8): a content model trained on one source ranks another's
+"""Transfer across sources: a content model trained on one source ranks another's
 catalogue, where every item is new to it.
 
 Items meet through metadata tokens. A target item's token is looked up in the source model's
