@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -98,21 +99,27 @@ def test_a_second_writer_of_a_dataset_stops_naming_the_first(spark, reference_ru
 
 @pytest.mark.slow
 def test_two_splits_of_one_dataset_at_once_one_runs_one_stops(spark, reference_run, tmp_path):
+    """The reference's split (seed 0) against another seed with the reference's cutoffs fixed by
+    hand (so it cannot fail on its own): the seeds in the tables tell whose rows they are."""
     lake = _copy_lake(reference_run, tmp_path / "lake")
-    first = _intent("split", "--dataset", "hm", "--lake", lake, "--seed", "3")
-    second = _intent("split", "--dataset", "hm", "--lake", lake, "--seed", "4")
+    first = _intent("split", "--dataset", "hm", "--lake", lake, "--seed", "0")
+    other = ("--seed", "4", "--cutoff", "2020-08-01", "--val-cutoff", "2020-05-01")
+    second = _intent("split", "--dataset", "hm", "--lake", lake, *other)
     outcomes = [(p.wait(timeout=600), p.stderr.read()) for p in (first, second)]
     codes = sorted(code for code, _ in outcomes)
     assert codes == [0, 2], [err[-2000:] for _, err in outcomes]
     stopped = next(err for code, err in outcomes if code == 2)
-    winner = "3" if outcomes[0][0] == 0 else "4"
-    assert f"hm is being written by `intent split --dataset hm --lake {lake} --seed {winner}`" in _error_line(
-        stopped
+    winner = ("--seed 0",) if outcomes[0][0] == 0 else other
+    assert f"hm is being written by `intent split --dataset hm --lake {lake} {' '.join(winner)}`" in (
+        _error_line(stopped)
     )
-    # the tables are the winner's alone: the same seed gives the reference's holdout exactly
+    # the tables are the winner's alone: the reference's seed gives its holdout exactly
     seeds = {r.seed for r in read_table(spark, lake, S.SPLITS, "hm").collect()}
-    assert seeds == {int(winner)}
-    if winner == "3":
+    assert seeds == {0 if outcomes[0][0] == 0 else 4}
+    # every user labelled once per split, whoever won: a mix would label some twice
+    holdout = read_table(spark, lake, S.HOLDOUT, "hm")
+    assert holdout.count() == holdout.select(S.SPLIT, S.USER_ID).distinct().count() == 282
+    if seeds == {0}:
         same_tables(spark, lake, str(reference_run / "lake"), "hm", [S.HOLDOUT, S.TARGETS, S.SPLITS])
 
 
@@ -139,7 +146,7 @@ def test_two_datasets_of_one_lake_are_written_side_by_side(spark, reference_run,
     ]
     for run in runs:
         assert run.wait(timeout=600) == 0, run.stderr.read()[-3000:]
-    runs = [_intent("split", "--dataset", d, "--lake", lake, "--seed", "3") for d in ("hm", "hm_copy")]
+    runs = [_intent("split", "--dataset", d, "--lake", lake) for d in ("hm", "hm_copy")]
     for run in runs:
         assert run.wait(timeout=600) == 0, run.stderr.read()[-3000:]
     reference = str(reference_run / "lake")
@@ -363,26 +370,36 @@ def _fill(mount: Path, leave: int) -> Path:
 def test_a_full_disk_stops_a_write_in_one_line_and_keeps_the_previous_version(
     spark, reference_run, small_disk, capsys
 ):
+    """Ingest again with 16 KiB left: whichever of its tables runs out of room names itself and
+    keeps its version; the tables written before it are whole (same rows as the reference)."""
     from intent_spark.cli import main
 
     lake = str(small_disk / "lake")
     raw = str(reference_run / "raw" / "hm")
+    tables = [S.EVENTS, S.REJECTS, S.ITEMS, S.USERS, S.INGEST_FILES]
     assert main(["ingest", "--dataset", "hm", "--raw", raw, "--lake", lake]) == 0
     capsys.readouterr()
-    events_before = read_table(spark, lake, S.EVENTS, "hm").count()
-    log = Path(lake) / S.EVENTS / "_delta_log"
-    version = max(int(p.stem) for p in log.glob("*.json"))
-    filler = _fill(small_disk, leave=64 << 10)
+
+    def version(table: str) -> int:
+        return max(int(p.stem) for p in (Path(lake) / table / "_delta_log").glob("*.json"))
+
+    before = {table: version(table) for table in tables}
+    filler = _fill(small_disk, leave=16 << 10)
     assert main(["ingest", "--dataset", "hm", "--raw", raw, "--lake", lake]) == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
+    failed = re.fullmatch(rf"intent ingest: error: {re.escape(lake)}/(\w+): writing hm failed: .*", line)
+    assert failed and failed.group(1) in tables, line
+    table = failed.group(1)
     assert line == (
-        f"intent ingest: error: {lake}/{S.EVENTS}: writing hm failed: no space left on device; nothing "
-        f"of this write was committed, the table keeps its version {version}, as before"
+        f"intent ingest: error: {lake}/{table}: writing hm failed: no space left on device; nothing "
+        f"of this write was committed, the table keeps its version {before[table]}, as before"
     )
     filler.unlink()
-    assert max(int(p.stem) for p in log.glob("*.json")) == version
-    assert read_table(spark, lake, S.EVENTS, "hm").count() == events_before
+    assert version(table) == before[table]
+    assert all(version(t) >= before[t] for t in tables)
     assert not (Path(lake) / "_locks" / "hm.json").exists()
+    same_tables(spark, lake, str(reference_run / "lake"), "hm", tables)
     # room again: the same command goes through
     assert main(["ingest", "--dataset", "hm", "--raw", raw, "--lake", lake]) == 0
-    same_tables(spark, lake, str(reference_run / "lake"), "hm", [S.EVENTS, S.REJECTS])
+    assert version(table) > before[table]
+    same_tables(spark, lake, str(reference_run / "lake"), "hm", tables)
