@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Iterator
+from contextlib import suppress
 from functools import cache
 from pathlib import Path
 
@@ -193,3 +199,55 @@ def same_tables(
         rows = one.count()
         assert rows == other.count() and (rows == 0) == (table in empty), (table, rows)
         assert one.exceptAll(other).count() == 0 and other.exceptAll(one).count() == 0, table
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_mlflow_server(port: int, folder: Path) -> subprocess.Popen:
+    """A real `mlflow server` on 127.0.0.1:PORT, its store and artifacts in FOLDER (a restart on
+    the same folder finds the same runs), in its own process group, once it answers /health."""
+    log = folder / f"mlflow-server-{port}.log"  # a file, not a pipe: a full pipe would stall the server
+    with log.open("ab") as err:
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mlflow",
+                "server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                "1",
+                "--backend-store-uri",
+                f"sqlite:///{folder / 'server.db'}",
+                "--artifacts-destination",
+                str(folder / "artifacts"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
+                if answer.status == 200:
+                    return server
+        except OSError:
+            pass
+        assert server.poll() is None, log.read_text(errors="replace")[-2000:]
+        assert time.monotonic() < deadline, "mlflow server did not answer within 120 s"
+        time.sleep(0.5)
+
+
+def stop_mlflow_server(server: subprocess.Popen) -> None:
+    """Kill the server and its workers at once: to a client, the store is simply gone."""
+    with suppress(ProcessLookupError):
+        os.killpg(server.pid, 9)
+    server.wait(timeout=30)

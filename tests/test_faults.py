@@ -12,12 +12,10 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
-from contextlib import suppress
 from pathlib import Path
 
 import pytest
-from conftest import same_tables
+from conftest import free_port, same_tables, start_mlflow_server, stop_mlflow_server
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
@@ -239,53 +237,6 @@ def test_an_edited_checksum_manifest_fails_verify_naming_the_table(spark, refere
 # --- MLflow goes away ------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _mlflow_server(port: int, folder: Path) -> subprocess.Popen:
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-            "--backend-store-uri",
-            f"sqlite:///{folder / 'server.db'}",
-            "--artifacts-destination",
-            str(folder / "artifacts"),
-        ],  # fmt: skip
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
-                if answer.status == 200:
-                    return server
-        except OSError:
-            pass
-        assert server.poll() is None, "mlflow server exited"
-        assert time.monotonic() < deadline, "mlflow server did not answer within 120 s"
-        time.sleep(0.5)
-
-
-def _stop(server: subprocess.Popen) -> None:
-    with suppress(ProcessLookupError):
-        os.killpg(server.pid, 9)
-    server.wait(timeout=30)
-
-
 @pytest.mark.slow
 def test_mlflow_stopped_mid_run_fails_the_stage_in_one_line_and_a_rerun_continues(
     spark, reference_run, tmp_path
@@ -295,7 +246,7 @@ def test_mlflow_stopped_mid_run_fails_the_stage_in_one_line_and_a_rerun_continue
     from intent_spark.core.faults import FAULT_ENV
     from intent_spark.lake.tracking import experiment_id
 
-    port = _free_port()
+    port = free_port()
     uri = f"http://127.0.0.1:{port}"
     work = tmp_path / "work"
     conf = tmp_path / "run.yaml"
@@ -303,7 +254,7 @@ def test_mlflow_stopped_mid_run_fails_the_stage_in_one_line_and_a_rerun_continue
         f"workdir: {work}\nseed: 3\ntracking_uri: {uri}\n"
         f"datasets:\n  - {{name: hm, raw: {reference_run / 'raw' / 'hm'}}}\nmodels: [popularity]\n"
     )
-    server = _mlflow_server(port, tmp_path)
+    server = start_mlflow_server(port, tmp_path)
     go = tmp_path / "go"
     try:
         run = _intent("run", "--conf", str(conf), env={FAULT_ENV: f"train.fitted:wait:{go}"})
@@ -312,7 +263,7 @@ def test_mlflow_stopped_mid_run_fails_the_stage_in_one_line_and_a_rerun_continue
             assert run.poll() is None, run.stderr.read()[-3000:]
             assert time.monotonic() < deadline
             time.sleep(0.2)
-        _stop(server)  # the model is fitted, its run open: the store goes away
+        stop_mlflow_server(server)  # the model is fitted, its run open: the store goes away
         go.touch()
         assert run.wait(timeout=300) == 1
         line = _error_line(run.stderr.read())
@@ -321,7 +272,7 @@ def test_mlflow_stopped_mid_run_fails_the_stage_in_one_line_and_a_rerun_continue
             "(connection refused); start it, or point --tracking-uri elsewhere, and rerun: no run of "
             "this stage was logged as finished; fix it and rerun: finished stages are skipped"
         )
-        server = _mlflow_server(port, tmp_path)  # back, with the same store
+        server = start_mlflow_server(port, tmp_path)  # back, with the same store
         client = MlflowClient(uri)
         statuses = {r.info.run_id: r.info.status for r in client.search_runs([experiment_id(uri)])}
         assert "FINISHED" not in statuses.values(), statuses
@@ -338,7 +289,7 @@ def test_mlflow_stopped_mid_run_fails_the_stage_in_one_line_and_a_rerun_continue
         }
         same_tables(spark, str(work / "lake"), str(reference_run / "lake"), "hm", [S.RANKS, S.METRICS_TABLE])
     finally:
-        _stop(server)
+        stop_mlflow_server(server)
 
 
 # --- a full disk -----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from conftest import free_port, start_mlflow_server, stop_mlflow_server
 from pyspark.sql import functions as F
 from test_split import _fixture_rows
 
@@ -328,22 +329,10 @@ def test_comparisons_and_report_from_the_lake(spark, toy, toy_ranks, tmp_path, c
     assert all(f"toy/{m}" in table[0] for m in ("popularity", "repeat_last", "sasrec", "sasrec_f"))
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_runs_nest_and_are_found_on_a_real_mlflow_server(spark, toy, toy_ranks, tmp_path):
     """A real `mlflow server` on 127.0.0.1: a benchmark parent run, a nested training run,
     metrics found by their documented names, and the report as the parent's artifacts."""
     import os
-    import subprocess
-    import sys
-    import time
-    import urllib.request
 
     import mlflow
     from mlflow import MlflowClient
@@ -354,40 +343,10 @@ def test_runs_nest_and_are_found_on_a_real_mlflow_server(spark, toy, toy_ranks, 
 
     lake, _ = toy
     store_before = os.environ.get("MLFLOW_TRACKING_URI")
-    port = _free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-            "--backend-store-uri",
-            f"sqlite:///{tmp_path / 'server.db'}",
-            "--artifacts-destination",
-            str(tmp_path / "artifacts"),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    port = free_port()
+    server = start_mlflow_server(port, tmp_path)
     uri = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            assert server.poll() is None, server.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "mlflow server did not answer within 120 s"
-            time.sleep(0.5)
         parent = start_benchmark(uri, "benchmark toy", {"datasets": "toy", "models": "popularity"})
         child = train(spark, lake, "toy", "popularity", CONF, tracking_uri=uri, parent_run_id=parent)
         score(spark, lake, "toy", "popularity", CONF, tracking_uri=uri)
@@ -410,5 +369,4 @@ def test_runs_nest_and_are_found_on_a_real_mlflow_server(spark, toy, toy_ranks, 
         assert os.environ.get("MLFLOW_TRACKING_URI") == store_before
         assert mlflow.get_tracking_uri() != uri
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop_mlflow_server(server)

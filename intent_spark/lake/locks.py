@@ -49,16 +49,23 @@ def _started(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
-def _alive(holder: dict[str, Any]) -> bool:
-    if holder.get("host") != socket.gethostname():
-        return True  # another machine's process: nothing here can tell
-    pid = int(holder.get("pid", 0))
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this id runs on this machine (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    return True
+
+
+def _alive(holder: dict[str, Any]) -> bool:
+    if holder.get("host") != socket.gethostname():
+        return True  # another machine's process: nothing here can tell
+    pid = int(holder.get("pid", 0))
+    if not pid_alive(pid):
+        return False
     started = holder.get("process_started")
     return started is None or _started(pid) in (None, started)
 

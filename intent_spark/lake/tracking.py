@@ -21,6 +21,7 @@ from typing import Any
 
 from intent_spark.core.conf import REPO_ROOT
 from intent_spark.core.errors import IntentError
+from intent_spark.lake.locks import pid_alive
 
 EXPERIMENT = "intent-spark"
 TAG_DATASET = "intent.dataset"
@@ -81,20 +82,10 @@ def close_abandoned_runs(tracking_uri: str, filter_string: str = "") -> list[str
     closed = []
     for run in client.search_runs([experiment_id(tracking_uri)], filter_string=f"{where} {filter_string}"):
         pid = int(run.data.tags[TAG_WRITER].rsplit(":", 1)[1])
-        if pid != os.getpid() and not _process_alive(pid):
+        if pid != os.getpid() and not pid_alive(pid):
             client.set_terminated(run.info.run_id, "FAILED")
             closed.append(run.info.run_id)
     return closed
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def default_tracking_uri(lake: str, explicit: str | None = None) -> str:
