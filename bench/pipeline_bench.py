@@ -520,32 +520,29 @@ def run_size(args: argparse.Namespace, events: int) -> dict[str, Any]:
     catalogues = {split: split_catalogue(spark, lake, DATASET, split) for split in ("test", "val")}
     test = catalogues["test"]
     kernel_before = None
-    for model in [m for m in ("sasrec", "popularity") if m in args.models]:
-        with bench.stage(f"train {model}") as row:
-            train(
-                spark,
-                lake,
-                DATASET,
-                model,
-                models,
-                tracking_uri=uri,
-                progress=bench.progress(f"train {model}"),
-            )
-        row["mlflow"] = {k: v for k, v in run_metrics(uri, model).items() if k.startswith("train.")}
-    for model in [m for m in ("popularity", "repeat_last", "sasrec") if m in args.models]:
-        if model == "sasrec":  # the bare kernel just before and just after: this machine's speed drifts
-            kernel_before = kernel_rate(test.n_items, test.n_trained, args.kernel_users)
-        with bench.stage(f"score {model}") as row:
-            row["output_rows"] = score(
-                spark,
-                lake,
-                DATASET,
-                model,
-                models,
-                tracking_uri=uri,
-                progress=bench.progress(f"score {model}"),
-            )
-        row["mlflow"] = {k: v for k, v in run_metrics(uri, model).items() if k.startswith("score.")}
+    for verb, run_stage, names in (
+        ("train", train, ("sasrec", "popularity")),
+        ("score", score, ("popularity", "repeat_last", "sasrec")),
+    ):
+        for model in [m for m in names if m in args.models]:
+            if (verb, model) == (
+                "score",
+                "sasrec",
+            ):  # the bare kernel just before and just after: speed drifts
+                kernel_before = kernel_rate(test.n_items, test.n_trained, args.kernel_users)
+            with bench.stage(f"{verb} {model}") as row:
+                written = run_stage(
+                    spark,
+                    lake,
+                    DATASET,
+                    model,
+                    models,
+                    tracking_uri=uri,
+                    progress=bench.progress(f"{verb} {model}"),
+                )
+                if verb == "score":
+                    row["output_rows"] = written
+            row["mlflow"] = {k: v for k, v in run_metrics(uri, model).items() if k.startswith(f"{verb}.")}
     scoring = sasrec_scoring(bench, test, kernel_before, args.kernel_users) if kernel_before else None
 
     floor = load_split_conf(CONF_DIR / "split.yaml", DATASET).floor_users
