@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 import psutil
 import pyspark
 import pytest
-from conftest import same_tables, write_run_conf
+from conftest import free_port, same_tables, write_run_conf
 
 from intent_spark.core import schema as S
 from intent_spark.lake.session import delta_jars
@@ -29,12 +28,6 @@ SPARK_HOME = Path(pyspark.__file__).parent
 DATASET = "hm"
 QUICK_JVM = "-Duser.timezone=UTC -XX:TieredStopAtLevel=1"
 TABLES = [S.EVENTS, S.HOLDOUT, S.SPLITS, S.TARGETS, S.CHECKSUMS, S.RANKS, S.METRICS_TABLE]
-
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _env() -> dict[str, str]:
@@ -59,7 +52,7 @@ def _wait(what: str, check, seconds: float = 120) -> None:
 def cluster(tmp_path_factory):
     """spark://127.0.0.1:PORT with two one-core workers; everything started is stopped after."""
     work = tmp_path_factory.mktemp("standalone")
-    port, ui = _port(), _port()
+    port, ui = free_port(), free_port()
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     started = []
 
@@ -99,7 +92,7 @@ def cluster(tmp_path_factory):
                 "--memory",
                 "1g",
                 "--webui-port",
-                str(_port()),
+                str(free_port()),
                 "--work-dir",
                 str(work / f"worker{i}"),
                 master,

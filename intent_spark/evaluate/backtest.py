@@ -85,6 +85,7 @@ def backtest_agreement(
             F.col("ndcg_10").alias(VALUE),
         )
     )
+    # a row per cell and origin, never per user
     present = {r[SETTING] for r in users.where(F.col(VALUE).isNotNull()).select(SETTING).distinct().collect()}
     ordered = list(origins["label"])
     pairs = [
