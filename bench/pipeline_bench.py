@@ -412,6 +412,46 @@ def sasrec_scoring(bench: SizeRun, test, kernel_before: dict[str, Any], users: i
     return scoring
 
 
+def sampled_scoring(spark, lake: str, model: str, conf, uri: str, sample: int, progress) -> dict[str, float]:
+    """A neural model's scoring on a fixed sample of the test split's users (every k-th user
+    block, so about ``sample`` targets), by the stage's own loader and ranker (exact rank rule,
+    full catalogue): its targets/s, and the seconds all targets would take at that pace."""
+    import tempfile
+
+    from pyspark.sql import functions as F
+
+    from intent_spark.core import schema as S
+    from intent_spark.lake.readers import split_files, user_blocks
+    from intent_spark.lake.tables import read_table
+    from intent_spark.lake.tracking import download_artifacts, find_run
+    from intent_spark.train.fit import split_catalogue
+    from intent_spark.train.registry import resolve
+    from intent_spark.train.score import load_model, rank_split
+    from models.training import pick_device
+
+    counts = read_table(spark, lake, S.SPLIT_COUNTS, DATASET).where(F.col(S.SPLIT) == S.TEST)
+    total = int(counts.agg(F.sum("n_targets")).first()[0])  # a row per cell
+    every = max(1, math.ceil(total / sample))
+    cls, device = resolve(model), pick_device()
+    run = find_run(uri, DATASET, cls.name)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = download_artifacts(uri, run.info.run_id, "model", tmp)
+        fitted = load_model(cls, folder / S.TEST, split_catalogue(spark, lake, DATASET, S.TEST), conf, device)
+        urls = split_files(spark, lake, S.SCORE_EVENTS, DATASET, S.TEST)
+        blocks = (block for i, block in enumerate(user_blocks(urls)) if i % every == 0)
+        seconds, written = rank_split(
+            fitted, blocks, conf, device, f"{tmp}/sample.parquet", None, progress, where=f"{DATASET} {model}"
+        )
+    rate = written / seconds if seconds else 0.0
+    return {
+        "score.test.targets": float(written),
+        "score.test.targets_per_second": rate,
+        "score.test.all_targets": float(total),
+        "score.test.every_kth_user": float(every),
+        "score.test.extrapolated_seconds": total / rate if rate else float("nan"),
+    }
+
+
 def run_metrics(uri: str, model: str) -> dict[str, float]:
     from mlflow import MlflowClient
 
@@ -436,7 +476,6 @@ def run_size(args: argparse.Namespace, events: int) -> dict[str, Any]:
     from intent_spark.lake.tables import ingested_source, read_table
     from intent_spark.lake.tracking import default_tracking_uri
     from intent_spark.split.conf import load_split_conf
-    from intent_spark.split.report import write_split_report
     from intent_spark.split.stage import run_split
     from intent_spark.train.inputs import build_model_inputs
 
@@ -486,10 +525,7 @@ def run_size(args: argparse.Namespace, events: int) -> dict[str, Any]:
         CONF_DIR / "split.yaml", DATASET, {}, source=ingested_source(spark, lake, DATASET)
     )
     with bench.stage("split") as row:
-        run_split(spark, lake, DATASET, split_conf, progress=bench.progress("split"))
-        report_started = time.monotonic()
-        write_split_report(spark, lake, DATASET)
-        row["split_report_s"] = round(time.monotonic() - report_started, 2)
+        run_split(spark, lake, DATASET, split_conf, progress=bench.progress("split"), report=True)
     event_files = local_paths(read_table(spark, lake, S.EVENTS, DATASET).inputFiles())
     with bench.reference("split") as found:
         splits = duckdb_split_files(event_files, split_conf, args.duckdb_threads, duck / "split-tmp")
@@ -528,6 +564,13 @@ def run_size(args: argparse.Namespace, events: int) -> dict[str, Any]:
             # the bare kernel just before and just after sasrec's scoring: this machine's speed drifts
             if (verb, model) == ("score", "sasrec"):
                 kernel_before = kernel_rate(test.n_items, test.n_trained, args.kernel_users)
+            if (verb, model) == ("score", "sasrec") and args.neural_targets:
+                with bench.stage(f"{verb} {model}") as row:
+                    row["mlflow"] = sampled_scoring(
+                        spark, lake, model, models, uri, args.neural_targets, bench.progress("score sasrec")
+                    )
+                    row["output_rows"] = int(row["mlflow"]["score.test.targets"])
+                continue
             with bench.stage(f"{verb} {model}") as row:
                 written = run_stage(
                     spark,
@@ -906,6 +949,8 @@ def child_argv(args: argparse.Namespace, events: int, out: Path) -> list[str]:
         str(args.train_batch),
         "--kernel-users",
         str(args.kernel_users),
+        "--neural-targets",
+        str(args.neural_targets),
         "--models",
         *args.models,
     ]
@@ -920,6 +965,42 @@ def child_argv(args: argparse.Namespace, events: int, out: Path) -> list[str]:
     return argv
 
 
+# Measured on generated REES46 releases: 127.5 MiB of raw files per 1M events; a size's lake,
+# staging and Spark's shuffle files together stayed under 1.5x that.
+RAW_BYTES_PER_EVENT = 134
+RUN_BYTES_PER_EVENT = 200
+PYTHON_BYTES = 2 * 2**30  # the driver's Python with torch, beside the JVM's heap
+
+
+def resources_short(sizes: list[int], workdir: Path, driver_memory: str) -> str | None:
+    """What the run needs that this machine lacks, in one line, or None: the releases of every
+    size are kept, one size's lake at a time; the JVM's heap and the Python driver in memory."""
+    missing = []
+    existing = workdir
+    while not existing.exists():
+        existing = existing.parent
+    kept = sum(0 if (workdir / str(n) / "raw.json").is_file() else n * RAW_BYTES_PER_EVENT for n in sizes)
+    disk = kept + max(sizes) * RUN_BYTES_PER_EVENT
+    free = shutil.disk_usage(existing).free
+    if disk > free:
+        missing.append(f"{disk / 2**30:.1f} GiB of disk under {workdir} ({free / 2**30:.1f} GiB free)")
+    units = {"g": 2**30, "m": 2**20, "k": 2**10}
+    heap = (
+        int(float(driver_memory[:-1]) * units[driver_memory[-1].lower()])
+        if driver_memory[-1].isalpha()
+        else int(driver_memory)
+    )
+    memory = heap + PYTHON_BYTES
+    total = psutil.virtual_memory().total
+    if memory > total:
+        missing.append(
+            f"{memory / 2**30:.1f} GiB of memory (--driver-memory {driver_memory} plus the Python driver; {total / 2**30:.1f} GiB here)"
+        )
+    if not missing:
+        return None
+    return f"{max(sizes):,} events need " + " and ".join(missing) + "; run fewer or smaller sizes (--events)"
+
+
 def settings_of(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "seed": args.seed,
@@ -927,6 +1008,7 @@ def settings_of(args: argparse.Namespace) -> dict[str, Any]:
         "train_steps": args.train_steps,
         "train_batch": args.train_batch,
         "kernel_users": args.kernel_users,
+        "neural_targets": args.neural_targets,
         "models": sorted(args.models),
         "duckdb_threads": args.duckdb_threads,
         "spark_conf": args.spark_conf or [],
@@ -947,6 +1029,12 @@ def main() -> int:
     parser.add_argument("--train-steps", type=int, default=200, help="sasrec steps per split")
     parser.add_argument("--train-batch", type=int, default=64, help="sasrec sequences per step")
     parser.add_argument("--kernel-users", type=int, default=200, help="synthetic users (20 targets each)")
+    parser.add_argument(
+        "--neural-targets",
+        type=int,
+        default=100_000,
+        help="sasrec scored on a fixed sample of about this many test targets (0: every target)",
+    )
     parser.add_argument(
         "--models",
         nargs="+",
@@ -984,6 +1072,10 @@ def main() -> int:
 
     started = time.monotonic()
     sizes = sorted(args.events)
+    short = resources_short(sizes, Path(args.workdir), args.driver_memory)
+    if short:
+        print(f"pipeline_bench: {short}", file=sys.stderr)
+        return 2
     done: list[dict[str, Any]] = []
     resumed: list[int] = []
     failed = None

@@ -187,10 +187,55 @@ class ScoresModel(Model):
         raise NotImplementedError
 
 
+@dataclass(frozen=True)
+class UserBatch:
+    """Many users' scoring histories at once, concatenated: the unit a count model ranks with
+    array operations instead of a pass per user.
+
+    ``items[starts[u]:starts[u + 1]]`` is user u's history (catalogue indices in (ts, seq)
+    order); ``targets`` are ascending positions into ``items`` (each after its user's first
+    event), ``target_users`` the user of each, ``seqs`` their event seq.
+    """
+
+    items: np.ndarray  # int64 (L,)
+    starts: np.ndarray  # int64 (U + 1,): starts[0] = 0, starts[U] = L
+    targets: np.ndarray  # int64 (T,)
+    target_users: np.ndarray  # int64 (T,)
+    seqs: np.ndarray  # int64 (T,)
+
+    @property
+    def target_starts(self) -> np.ndarray:
+        """Each target's user's first position: its context is ``items[target_starts[t]:targets[t]]``."""
+        return self.starts[self.target_users]
+
+    def users(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """``(items, targets, seqs)`` per user with targets: its history, target positions in
+        it (>= 1) and their seqs, the arguments of ``HistoryModel.rank_and_ties``."""
+        lows = np.searchsorted(self.targets, self.starts[:-1])
+        highs = np.searchsorted(self.targets, self.starts[1:])
+        for u, (low, high) in enumerate(zip(lows.tolist(), highs.tolist(), strict=True)):
+            if high > low:
+                start, end = int(self.starts[u]), int(self.starts[u + 1])
+                yield self.items[start:end], self.targets[low:high] - start, self.seqs[low:high]
+
+
 class HistoryModel(Model):
     """A count model ranking a user's targets from their whole history in one exact pass."""
 
     kind = HISTORY
+
+    def rank_users(self, batch: UserBatch) -> tuple[np.ndarray, np.ndarray]:
+        """Ranks and ties of every target of a batch of users, in ``batch.targets`` order.
+        The default asks ``rank_and_ties`` user by user; a model that can rank many users with
+        array operations overrides it."""
+        ranks, ties = [], []
+        for items, targets, _ in batch.users():
+            r, t = self.rank_and_ties(items, targets)
+            ranks.append(np.asarray(r))
+            ties.append(np.asarray(t))
+        if not ranks:
+            return np.zeros(0), np.zeros(0, dtype=np.int64)
+        return np.concatenate(ranks), np.concatenate(ties)
 
     def rank_and_ties(self, items: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For one user's history ``items`` (catalogue indices in time order) and ascending

@@ -10,11 +10,12 @@ and the items a model cannot score tie at the bottom whatever it returned for th
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
 
-from models.interface import HISTORY, SCORES, VECTORS, HistoryModel, Model
+from models.interface import HISTORY, SCORES, VECTORS, HistoryModel, Model, UserBatch
 from models.ranking import (
     count_higher_and_tied,
     fused_count_higher_and_tied,
@@ -40,7 +41,7 @@ def context_windows(items: np.ndarray, targets: np.ndarray, length: int) -> np.n
 
 def rank_blocks(
     model: Model,
-    blocks: Iterable,
+    blocks: Iterable[Any],
     *,
     context: int,
     batch_size: int,
@@ -51,11 +52,14 @@ def rank_blocks(
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Yield ``(seqs, ranks, ties)`` arrays for the targets of the blocks, in batches.
 
-    Vector models: ``batch_size`` contexts are encoded at once; their scores are computed and
-    ranked ``chunk_items`` scores at a time, a block of items for all the batch's rows
-    (``rank_in_item_blocks``), so equal item vectors tie exactly. On the CPU, from
-    ``fuse_from_items`` scorable items on, the two comparison passes run as one compiled loop.
-    Score models: as many contexts at once as keep a batch's scores within ``chunk_items``.
+    ``blocks``: one user each (a ``UserBlock``: ``items``, ``targets``, ``seqs``) or many users
+    at once (``UserBatch``). History models rank a whole batch in one call when they can
+    (``HistoryModel.rank_users``). Vector models: ``batch_size`` contexts are encoded at once;
+    their scores are computed and ranked ``chunk_items`` scores at a time, a block of items for
+    all the batch's rows (``rank_in_item_blocks``), so equal item vectors tie exactly. On the
+    CPU, from ``fuse_from_items`` scorable items on, the two comparison passes run as one
+    compiled loop. Score models: as many contexts at once as keep a batch's scores within
+    ``chunk_items``.
     """
     if model.kind == HISTORY:
         yield from _rank_histories(model, blocks, progress)
@@ -81,13 +85,13 @@ def rank_blocks(
         return np.concatenate(seqs), ranks.cpu().numpy(), ties.cpu().numpy()
 
     contexts, wanted, seqs, pending, done = [], [], [], 0, 0
-    for block in blocks:
-        if not block.targets.size:
+    for items, targets, target_seqs in _per_user(blocks):
+        if not targets.size:
             continue
-        contexts.append(context_windows(block.items, block.targets, context))
-        wanted.append(block.items[block.targets])
-        seqs.append(block.seqs)
-        pending += block.targets.size
+        contexts.append(context_windows(items, targets, context))
+        wanted.append(items[targets])
+        seqs.append(target_seqs)
+        pending += targets.size
         if pending >= rows:
             yield flush()
             done += pending
@@ -98,22 +102,41 @@ def rank_blocks(
         progress(done + pending)
 
 
-def _rank_histories(
-    model: Model, blocks: Iterable, progress: Callable[[int], None]
-) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    n_items, done = model.catalogue.n_items, 0
+def _per_user(blocks: Iterable[Any]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``(items, targets, seqs)`` of one user at a time, from blocks or batches."""
     for block in blocks:
-        if block.targets.size:
-            ranks, ties = model.rank_and_ties(block.items, block.targets)  # type: ignore[attr-defined]
+        if isinstance(block, UserBatch):
+            yield from block.users()
+        else:
+            yield block.items, block.targets, block.seqs
+
+
+def _rank_histories(
+    model: Model, blocks: Iterable[Any], progress: Callable[[int], None]
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """A history model's ranks: a batch of users in one call where the model ranks many users
+    at once, else user by user; every answer checked (shape, finite, inside 1..N)."""
+    n_items, done = model.catalogue.n_items, 0
+    at_once = type(model).rank_users is not HistoryModel.rank_users  # type: ignore[attr-defined]
+    for block in blocks:
+        if isinstance(block, UserBatch) and at_once:
+            parts = [(block.targets, block.seqs, model.rank_users(block))]  # type: ignore[attr-defined]
+        else:
+            parts = [
+                (targets, seqs, model.rank_and_ties(items, targets))  # type: ignore[attr-defined]
+                for items, targets, seqs in _per_user([block])
+                if targets.size
+            ]
+        for targets, seqs, (ranks, ties) in parts:
             ranks, ties = np.asarray(ranks), np.asarray(ties)
-            expected = block.targets.shape
+            expected = targets.shape
             if ranks.shape != expected or ties.shape != expected:
                 raise ModelFault(f"ranks of shape {ranks.shape} and ties {ties.shape}, expected {expected}")
             if not np.all(np.isfinite(ranks)) or np.any(ranks < 1) or np.any(ranks > n_items):
                 raise ModelFault(f"ranks outside 1..{n_items} or not finite")
-            yield block.seqs, ranks.astype(np.float64), ties.astype(np.int64)
-            done += block.targets.size
-            progress(done)
+            yield seqs, ranks.astype(np.float64), ties.astype(np.int64)
+            done += targets.size
+        progress(done)
 
 
 def _vector_ranker(model, columns, n_unscorable, chunk_items, device, fuse_from_items):

@@ -55,12 +55,34 @@ SHARED_FIXTURE_GROUPS = {
 }
 
 
+# Modules whose tests start `intent` in a child process (a JVM of its own) without the session's.
+JVM_IN_CHILD = {"tests/test_cluster.py", "tests/test_faults.py", "tests/test_run_resume.py"}
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Modules with a slow test first, in collection order otherwise: the scheduler hands out its
-    units in this order (``--no-loadscope-reorder``), and a long one handed out last would leave
-    one worker running alone at the end."""
+    """Every test that needs a JVM (the Spark fixture, or an `intent` child) is marked ``jvm``,
+    so ``-m 'not jvm'`` (`make test-fast`) runs the rest alone. Modules with a slow test come
+    first, in collection order otherwise: the scheduler hands out its units in this order
+    (``--no-loadscope-reorder``), and a long one handed out last would leave one worker running
+    alone at the end."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()) or item.nodeid.split("::", 1)[0] in JVM_IN_CHILD:
+            item.add_marker(pytest.mark.jvm)
     slow = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow)
+
+
+@pytest.fixture(autouse=True)
+def _no_unmarked_jvm(request):
+    """A test not marked ``jvm`` must not start one: `make test-fast` promises no JVM."""
+    from pyspark import SparkContext
+
+    before = SparkContext._active_spark_context
+    yield
+    started = before is None and SparkContext._active_spark_context is not None
+    if started and request.node.get_closest_marker("jvm") is None:
+        pytest.fail("this test started a JVM (a SparkSession) but is not marked jvm", pytrace=False)
 
 
 @cache

@@ -8,9 +8,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.popularity import Popularity
+from models.interface import UserBatch
+from models.popularity import Popularity, rank_batch
 from models.ranking import rank_within_scorable, tie_aware_rank
-from models.repeat_last import RepeatLast
+from models.repeat_last import RepeatLast, RepeatLastModel
 from models.scoring import context_windows
 
 NEG = float("-inf")
@@ -109,6 +110,90 @@ def test_popularity_fast_rank_equals_the_full_score_rank(counts, history):
         scaled[0] = NEG
         full = tie_aware_rank(torch.tensor([scaled]), torch.tensor([items[t]])).item()
         assert rank == full
+
+
+def _full_score_ranks(model: Popularity, items: np.ndarray, targets: np.ndarray) -> tuple[list, list]:
+    """Ranks and ties of each target from every item's scaled integer score, counted in full."""
+    ranks, ties = [], []
+    for t in targets:
+        user = np.bincount(items[:t], minlength=model.n_items + 1)[: model.n_items + 1]
+        scaled = 7 * user * model.denominator + 3 * int(t) * (model.train_counts + 1)
+        own = scaled[items[t]]
+        others = scaled[1:]
+        higher, tied = int((others > own).sum()), int((others == own).sum()) - 1
+        ranks.append(1.0 + higher + tied / 2.0)
+        ties.append(tied)
+    return ranks, ties
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.integers(0, 6), min_size=8, max_size=8),
+    st.lists(st.lists(st.integers(1, 8), min_size=2, max_size=25), min_size=1, max_size=5),
+    st.data(),
+)
+def test_popularity_ranks_a_batch_of_users_as_each_user_alone(counts, histories, data):
+    """A batch of users ranked at once gives every target the rank and ties of its full
+    integer score vector, users and targets in any mix (a target's item met before or not)."""
+    model = Popularity(np.array([0, *counts]))
+    starts = np.r_[0, np.cumsum([len(h) for h in histories])]
+    targets, users, expected_ranks, expected_ties = [], [], [], []
+    for u, history in enumerate(histories):
+        items = np.array(history)
+        chosen = sorted(data.draw(st.sets(st.integers(1, len(items) - 1), min_size=1)))
+        ranks, ties = _full_score_ranks(model, items, np.array(chosen))
+        targets += [starts[u] + t for t in chosen]
+        users += [u] * len(chosen)
+        expected_ranks += ranks
+        expected_ties += ties
+    batch = UserBatch(
+        np.concatenate([np.array(h) for h in histories]),
+        starts,
+        np.array(targets),
+        np.array(users),
+        np.arange(len(targets)),
+    )
+    ranks, ties = rank_batch(model, batch)
+    assert ranks.tolist() == expected_ranks
+    assert ties.tolist() == expected_ties
+
+
+def test_popularity_batch_in_several_passes_equals_one_pass(monkeypatch):
+    """Pairs split over passes (a heavy user's targets) change no rank."""
+    import models.popularity as popularity
+
+    rng = np.random.default_rng(3)
+    model = Popularity(rng.integers(0, 4, 41))
+    lengths = [60, 3, 90, 2]
+    starts = np.r_[0, np.cumsum(lengths)]
+    items = rng.integers(1, 41, starts[-1])
+    targets = np.concatenate([np.arange(starts[u] + 1, starts[u + 1]) for u in range(4)])
+    users = np.repeat(np.arange(4), [n - 1 for n in lengths])
+    batch = UserBatch(items, starts, targets, users, np.arange(targets.size))
+    whole = rank_batch(model, batch)
+    monkeypatch.setattr(popularity, "PAIRS_PER_PASS", 7)
+    parts = rank_batch(model, batch)
+    assert whole[0].tolist() == parts[0].tolist() and whole[1].tolist() == parts[1].tolist()
+    expected = [
+        r
+        for u in range(4)
+        for r in _full_score_ranks(model, items[starts[u] : starts[u + 1]], np.arange(1, lengths[u]))[0]
+    ]
+    assert whole[0].tolist() == expected
+
+
+def test_repeat_last_ranks_a_batch_with_constant_work():
+    """Hit: rank 1, no tie; miss: 2 + (N - 2) / 2 inside a tie of the N - 2 others (N = 6)."""
+    catalogue = type("Catalogue", (), {"n_items": 6})()
+    model = RepeatLastModel.__new__(RepeatLastModel)
+    model.catalogue = catalogue
+    # user 0: 3 3 5 ; user 1: 2 2 ; targets at 1, 2 (user 0) and 4 (user 1)
+    batch = UserBatch(
+        np.array([3, 3, 5, 2, 2]), np.array([0, 3, 5]), np.array([1, 2, 4]), np.array([0, 0, 1]), np.arange(3)
+    )
+    ranks, ties = model.rank_users(batch)
+    assert ranks.tolist() == [1.0, 4.0, 1.0]
+    assert ties.tolist() == [0, 4, 0]
 
 
 def test_context_windows_never_include_the_target():

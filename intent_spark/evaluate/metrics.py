@@ -8,6 +8,7 @@ A submission's metrics at K above its shortest list are null: unavailable, never
 
 from __future__ import annotations
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -151,15 +152,19 @@ def _metric_tables(
     ranks = read_table(spark, lake, S.RANKS, dataset)
     progress(f"{dataset}: per-user metrics")
     write_dataset(user_metrics(ranks, submission_limits(spark, lake, dataset)), lake, S.USER_METRICS, dataset)
-    users = read_table(spark, lake, S.USER_METRICS, dataset)
     fault_point("evaluate.user_metrics")
-    how = f"{bootstrap} bootstrap replicates" if bootstrap else "normal"
-    progress(f"{dataset}: cell metrics with 95% intervals ({how})")
-    write_dataset(cell_metrics(users, floor_users, bootstrap), lake, S.METRICS_TABLE, dataset)
-    metrics = read_table(spark, lake, S.METRICS_TABLE, dataset)
-    progress(f"{dataset}: paired model comparisons, memorization gaps and retention")
-    write_dataset(comparisons(users, metrics, correction=correction), lake, S.COMPARISONS, dataset)
-    return metrics.collect()  # cells x models x metrics: small
+    # Read once: the cell metrics and every comparison family are computed from this one set.
+    users = read_table(spark, lake, S.USER_METRICS, dataset).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        how = f"{bootstrap} bootstrap replicates" if bootstrap else "normal"
+        progress(f"{dataset}: cell metrics with 95% intervals ({how})")
+        write_dataset(cell_metrics(users, floor_users, bootstrap), lake, S.METRICS_TABLE, dataset)
+        metrics = read_table(spark, lake, S.METRICS_TABLE, dataset)
+        progress(f"{dataset}: paired model comparisons, memorization gaps and retention")
+        write_dataset(comparisons(users, metrics, correction=correction), lake, S.COMPARISONS, dataset)
+        return metrics.collect()  # cells x models x metrics: small
+    finally:
+        users.unpersist()
 
 
 def submission_limits(spark, lake: str, dataset: str) -> DataFrame | None:

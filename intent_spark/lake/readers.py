@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
 from intent_spark.lake.tables import read_table
-from models.interface import Catalogue
+from models.interface import Catalogue, UserBatch
 
 
 def split_files(spark: SparkSession, lake: str, table: str, dataset: str, split: str) -> list[str]:
@@ -111,8 +111,8 @@ class UserBlock:
     seqs: np.ndarray  # int64 seq of each target
 
 
-def user_blocks(urls: list[str]) -> Iterator[UserBlock]:
-    """Each user's scoring events as one block, reading one file at a time.
+def user_batches(urls: list[str]) -> Iterator[UserBatch]:
+    """The scoring events of each file as one batch of users, in array form.
 
     The stream is repartitioned by user when written, so a user's rows sit in one file; they are
     ordered here, so nothing depends on the order the writer kept.
@@ -129,15 +129,29 @@ def user_blocks(urls: list[str]) -> Iterator[UserBlock]:
         items = columns[S.ITEM_INDEX].astype(np.int64)[order]
         seqs = columns[S.SEQ].astype(np.int64)[order]
         is_target = columns[S.IS_TARGET].astype(bool)[order]
-        starts = np.flatnonzero(np.r_[True, users[1:] != users[:-1]])
-        ends = np.r_[starts[1:], users.shape[0]]
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-            if positions[end - 1] != end - start or positions[start] != 1:
-                raise IntentError(f"{url}: a user's scoring events are not positions 1..n in one file")
-            targets = np.flatnonzero(is_target[start:end])
-            if targets.size and targets[0] == 0:
-                raise IntentError(f"{url}: a target is its user's first event (no context)")
-            yield UserBlock(items[start:end], targets, seqs[start:end][targets])
+        first = np.r_[True, users[1:] != users[:-1]]
+        starts = np.flatnonzero(first)
+        user_of_row = np.cumsum(first) - 1
+        if not np.array_equal(positions - 1, np.arange(positions.shape[0]) - starts[user_of_row]):
+            raise IntentError(f"{url}: a user's scoring events are not positions 1..n in one file")
+        targets = np.flatnonzero(is_target)
+        if first[targets].any():
+            raise IntentError(f"{url}: a target is its user's first event (no context)")
+        yield UserBatch(
+            items,
+            np.r_[starts, items.shape[0]].astype(np.int64),
+            targets,
+            user_of_row[targets],
+            seqs[targets],
+        )
+
+
+def user_blocks(urls: list[str]) -> Iterator[UserBlock]:
+    """Each user's scoring events as one block, reading one file at a time (``user_batches``
+    split by user)."""
+    for batch in user_batches(urls):
+        for items, targets, seqs in batch.users():
+            yield UserBlock(items, targets, seqs)
 
 
 def row_groups(urls: list[str]) -> int:

@@ -158,6 +158,21 @@ def source_table(spark: SparkSession, lake: str, table: str, dataset: str) -> Da
     return rows.where(F.col(S.TS) < F.lit(backtest_origin(rows, ref.origin)))
 
 
+@contextmanager
+def persisted_events(spark: SparkSession, lake: str, dataset: str) -> Iterator[DataFrame]:
+    """A dataset's events (``user_id, item_id, ts, seq``) read from the lake once and persisted
+    for one stage, released when the block ends: every table of the stage is computed from this
+    one set, and nothing of it outlives the stage (a killed driver takes it with it)."""
+    from pyspark import StorageLevel
+
+    events = source_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+    persisted = events.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        yield persisted
+    finally:
+        persisted.unpersist()
+
+
 def months_before(at: datetime, months: int) -> datetime:
     """The first instant of the month ``months`` months before ``at``'s month."""
     index = at.year * 12 + at.month - 1 - months

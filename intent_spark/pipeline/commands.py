@@ -82,7 +82,6 @@ def cmd_split(args: argparse.Namespace) -> int:
     from intent_spark.lake.tables import has_table, ingested_source, read_table
     from intent_spark.split.conf import load_split_conf
     from intent_spark.split.protocols import run_protocol_split
-    from intent_spark.split.report import write_split_report
     from intent_spark.split.stage import run_split
 
     ref = parse_dataset(args.dataset)
@@ -120,8 +119,8 @@ def cmd_split(args: argparse.Namespace) -> int:
         run_protocol_split(spark, args.lake, args.dataset, conf.max_targets_per_period, progress=report)
         report(f"{args.dataset}: protocol split written (test split only; `intent verify` reports its leak)")
         return 0
-    run_split(spark, args.lake, args.dataset, conf, progress=report)
-    out = write_split_report(spark, args.lake, args.dataset, Path(args.out) if args.out else None)
+    out = Path(args.out) if args.out else Path(args.lake) / "reports" / "split"
+    run_split(spark, args.lake, args.dataset, conf, progress=report, report=out)
     report(f"{args.dataset}: split report in {out}")
     return 0
 

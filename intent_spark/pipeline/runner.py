@@ -271,7 +271,6 @@ class Runner:
 
     def _split(self) -> list[Task]:
         from intent_spark.split.protocols import run_protocol_split
-        from intent_spark.split.report import write_split_report
         from intent_spark.split.stage import run_split
 
         tasks = []
@@ -279,8 +278,7 @@ class Runner:
             conf = self.split_conf(entry.name)
 
             def work(name: str = entry.name, conf: SplitConf = conf) -> None:
-                run_split(self.spark, self.lake, name, conf, progress=self.progress)
-                write_split_report(self.spark, self.lake, name)
+                run_split(self.spark, self.lake, name, conf, progress=self.progress, report=True)
 
             def inputs(name: str = entry.name, conf: SplitConf = conf) -> str | None:
                 return chain("split", self.inputs_of("ingest", name), repr(conf))

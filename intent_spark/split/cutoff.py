@@ -140,6 +140,64 @@ def collect_buckets(labelled: DataFrame, granularity: str) -> list[Bucket]:
     return [Bucket(r.start, int(r.n_events), int(r.n_known)) for r in rows]
 
 
+@dataclass(frozen=True)
+class DayCounts:
+    """One day of a split's population: its events, those of known users, and the first and
+    last event time. A population's span, histogram and train shares all follow from these
+    rows, so one aggregation over the events serves the whole cutoff rule."""
+
+    start: datetime
+    n_events: int
+    n_known: int
+    first: datetime
+    last: datetime
+
+
+def collect_days(labelled: DataFrame) -> list[DayCounts]:
+    """The per-day histogram on the driver (needs ``is_new``): a row per day with events, a few
+    thousand at most, never events."""
+    rows = (
+        labelled.groupBy(F.date_trunc(DAY, F.col(S.TS)).alias("start"))
+        .agg(
+            F.count(F.lit(1)).alias("n_events"),
+            F.count(F.when(~F.col(S.IS_NEW), True)).alias("n_known"),
+            F.min(S.TS).alias("first"),
+            F.max(S.TS).alias("last"),
+        )
+        .collect()
+    )
+    return sorted(
+        (DayCounts(r.start, int(r.n_events), int(r.n_known), r.first, r.last) for r in rows),
+        key=lambda d: d.start,
+    )
+
+
+def span_of(days: list[DayCounts]) -> tuple[datetime, datetime]:
+    """The population's first and last event time."""
+    if not days:
+        raise IntentError("no events to split")
+    return min(d.first for d in days), max(d.last for d in days)
+
+
+def buckets_of(days: list[DayCounts], granularity: str) -> list[Bucket]:
+    """Month (or day) buckets summed from the day rows."""
+    summed: dict[datetime, tuple[int, int]] = {}
+    for d in days:
+        start = _floor(d.start, granularity)
+        events, known = summed.get(start, (0, 0))
+        summed[start] = (events + d.n_events, known + d.n_known)
+    return [Bucket(start, events, known) for start, (events, known) in sorted(summed.items())]
+
+
+def share_before(days: list[DayCounts], at: datetime) -> float | None:
+    """Known users' events before ``at`` over all events, from the day rows; None when ``at``
+    is not a day boundary (the day rows cannot split a day)."""
+    if at != _floor(at, DAY):
+        return None
+    total = sum(d.n_events for d in days)
+    return sum(d.n_known for d in days if d.start < at) / total if total else None
+
+
 def time_span(events: DataFrame) -> tuple[datetime, datetime]:
     row = events.agg(F.min(S.TS).alias("first"), F.max(S.TS).alias("last")).first()
     if row is None or row.first is None:

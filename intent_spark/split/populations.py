@@ -10,8 +10,9 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import parse_dataset
-from intent_spark.lake.tables import read_table, source_table
-from intent_spark.split.cells import label_events, training_events
+from intent_spark.lake.tables import ingest_record, read_table, source_table
+from intent_spark.split.cells import training_events, with_period
+from intent_spark.split.holdout import is_held_out
 
 SPLITS = (S.TEST, S.VAL)
 
@@ -22,23 +23,31 @@ def split_cutoffs(spark: SparkSession, lake: str, dataset: str) -> dict[str, dat
     return {r[S.SPLIT]: r[S.CUTOFF] for r in rows}
 
 
-def labelled_populations(spark: SparkSession, lake: str, dataset: str) -> dict[str, DataFrame]:
-    """Each split's population with ``is_new`` and ``period``, from the stored holdout and cutoffs.
+def labelled_populations(
+    spark: SparkSession, lake: str, dataset: str, events: DataFrame | None = None
+) -> dict[str, DataFrame]:
+    """Each split's population with ``is_new`` and ``period``, from the stored cutoffs and the
+    holdout's own hash (a function of the user id, the seed and the fraction the splits table
+    records), so no population is joined to the holdout table again.
 
     Test: every event. Validation: the test split's training events, relabelled by its own
     holdout and cutoff. A protocol variant has a test split only, labelled by its protocol.
+    ``events``: the dataset's events when the caller has them (persisted), else read here.
     """
     from intent_spark.split.protocols import protocol_population
 
     if parse_dataset(dataset).protocol:
         return {S.TEST: protocol_population(spark, lake, dataset)}
-    cutoffs = split_cutoffs(spark, lake, dataset)
-    events = source_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
-    holdout = read_table(spark, lake, S.HOLDOUT, dataset)
+    rows = {r[S.SPLIT]: r for r in read_table(spark, lake, S.SPLITS, dataset).collect()}  # two rows
+    key = ingest_record(spark, lake, dataset)[0]
+    if events is None:
+        events = source_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
 
-    def users_of(name: str) -> DataFrame:
-        return holdout.where(F.col(S.SPLIT) == name).select(S.USER_ID, S.IS_NEW)
+    def labelled(population: DataFrame, split: str) -> DataFrame:
+        row = rows[split]
+        held_out = is_held_out(F.col(S.USER_ID), row["holdout_fraction"], row["seed"], key, split)
+        return with_period(population.withColumn(S.IS_NEW, held_out), row[S.CUTOFF])
 
-    test = label_events(events, users_of(S.TEST), cutoffs[S.TEST])
+    test = labelled(events, S.TEST)
     population = training_events(test).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
-    return {S.TEST: test, S.VAL: label_events(population, users_of(S.VAL), cutoffs[S.VAL])}
+    return {S.TEST: test, S.VAL: labelled(population, S.VAL)}

@@ -4,6 +4,7 @@ figure of the event histogram with the candidates, the admissible band and the c
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,15 @@ from intent_spark.lake.tables import read_table, source_table
 from intent_spark.split.cells import label_events, training_events
 
 
-def split_summary(spark: SparkSession, lake: str, dataset: str) -> dict[str, Any]:
-    """Everything the report shows, as plain data (small: a row per split, candidate and cell)."""
+def split_summary(
+    spark: SparkSession, lake: str, dataset: str, labelled_of: Mapping[str, DataFrame] | None = None
+) -> dict[str, Any]:
+    """Everything the report shows, as plain data (small: a row per split, candidate and cell).
+
+    ``labelled_of``: the split stage's own labelled population of each split (over the events it
+    persisted), so the report reads no events again; without it they are labelled from the lake.
+    """
+    labelled_of = labelled_of or {}
     events = source_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
     holdout = read_table(spark, lake, S.HOLDOUT, dataset)
     targets = read_table(spark, lake, S.TARGETS, dataset)
@@ -31,9 +39,11 @@ def split_summary(spark: SparkSession, lake: str, dataset: str) -> dict[str, Any
         # The validation split lives inside the test split's training period.
         population = events if name == S.TEST else events.where(F.col(S.TS) < F.lit(rows[S.TEST][S.CUTOFF]))
         # read by the history, the seen shares and the histogram: joined once
-        labelled = label_events(population, split_holdout, row[S.CUTOFF]).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
+        labelled = labelled_of.get(name)
+        if labelled is None:
+            labelled = label_events(population, split_holdout, row[S.CUTOFF]).persist(
+                StorageLevel.MEMORY_AND_DISK
+            )
         training = training_events(labelled)
         history = (
             training.groupBy(S.USER_ID)
@@ -115,7 +125,8 @@ def split_summary(spark: SparkSession, lake: str, dataset: str) -> dict[str, Any
                 for r in buckets.orderBy("start").collect()
             ],
         }
-        labelled.unpersist()
+        if name not in labelled_of:
+            labelled.unpersist()
     return summary
 
 
@@ -206,11 +217,18 @@ def plot_histogram(split: dict[str, Any], title: str, path: Path) -> None:
     save_figure(fig, path, title)
 
 
-def write_split_report(spark: SparkSession, lake: str, dataset: str, out: Path | None = None) -> Path:
-    """JSON, Markdown and one PNG per split under ``out`` (default LAKE/reports/split)."""
+def write_split_report(
+    spark: SparkSession,
+    lake: str,
+    dataset: str,
+    out: Path | None = None,
+    labelled_of: Mapping[str, DataFrame] | None = None,
+) -> Path:
+    """JSON, Markdown and one PNG per split under ``out`` (default LAKE/reports/split).
+    ``labelled_of``: see ``split_summary``."""
     folder = out or Path(lake) / "reports" / "split"
     folder.mkdir(parents=True, exist_ok=True)
-    summary = split_summary(spark, lake, dataset)
+    summary = split_summary(spark, lake, dataset, labelled_of)
     (folder / f"{dataset}.json").write_text(json.dumps(summary, indent=2, default=str))
     (folder / f"{dataset}.md").write_text(render_markdown(summary))
     for name, split in summary["splits"].items():

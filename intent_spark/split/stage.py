@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -17,17 +18,19 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.faults import fault_point
 from intent_spark.lake.checksum import table_checksums
-from intent_spark.lake.tables import ingest_record, read_table, source_table, write_dataset
+from intent_spark.lake.tables import ingest_record, persisted_events, read_table, write_dataset
 from intent_spark.split.cells import seen_items, training_events, with_period
 from intent_spark.split.conf import SplitConf
 from intent_spark.split.cutoff import (
     CutoffChoice,
+    buckets_of,
     choose_cutoff,
     choose_granularity,
-    collect_buckets,
-    time_span,
+    collect_days,
+    share_before,
+    span_of,
 )
-from intent_spark.split.holdout import assign_holdout, is_held_out, sample_users
+from intent_spark.split.holdout import is_held_out, sample_users
 from intent_spark.split.targets import select_targets
 
 CHECKSUMMED_TABLES = (S.HOLDOUT, S.SPLITS, S.SPLIT_CANDIDATES, S.TARGETS, S.SPLIT_COUNTS)
@@ -54,6 +57,21 @@ def _manual_share(labelled_all: DataFrame, cutoff: datetime) -> float:
     return row.before / row.total
 
 
+def flag_users(population: DataFrame, conf: SplitConf, key: str, split: str) -> DataFrame:
+    """The population with ``is_new``: is_new is a function of the user id alone, so events are
+    flagged without a join."""
+    return population.withColumn(
+        S.IS_NEW, is_held_out(F.col(S.USER_ID), conf.holdout_fraction, conf.seed, key, split)
+    )
+
+
+def holdout_rows(flagged: DataFrame, dataset: str, split: str) -> DataFrame:
+    """HOLDOUT_SCHEMA rows from flagged events: one per distinct user of the population."""
+    return flagged.select(
+        F.lit(dataset).alias(S.DATASET), F.lit(split).alias(S.SPLIT), S.USER_ID, S.IS_NEW
+    ).distinct()
+
+
 def split_population(
     population: DataFrame,
     *,
@@ -64,25 +82,34 @@ def split_population(
     key: str | None = None,
 ) -> SplitOutcome:
     """Holdout, cutoff, cells and targets of one split over its population of events; ``key``
-    names the users' source for the holdout hash (default ``dataset``)."""
+    names the users' source for the holdout hash (default ``dataset``).
+
+    One aggregation reads the population for the whole cutoff rule (its per-day histogram gives
+    the span, the month or day buckets and a manual cutoff's share); everything else is lazy.
+    The caller persists the population when it is read more than once.
+    """
     key = key or dataset
-    holdout = assign_holdout(
-        population, fraction=conf.holdout_fraction, seed=conf.seed, dataset=dataset, split=split, key=key
-    )
-    # is_new is a function of the user id alone, so events are flagged without a join.
-    held_out = is_held_out(F.col(S.USER_ID), conf.holdout_fraction, conf.seed, key, split)
-    flagged = population.withColumn(S.IS_NEW, held_out)
-    first, last = time_span(population)
+    if not 0.0 < conf.holdout_fraction < 1.0:
+        raise ValueError(f"holdout_fraction must be in (0, 1), got {conf.holdout_fraction}")
+    flagged = flag_users(population, conf, key, split)
+    days = collect_days(flagged)
+    first, last = span_of(days)
     granularity = choose_granularity(first, last, conf.rule)
+    manual_share = None
+    if manual is not None:
+        manual_share = share_before(days, manual)
+        if manual_share is None:  # a cutoff inside a day: counted from the events themselves
+            manual_share = _manual_share(flagged, manual)
     choice = choose_cutoff(
-        collect_buckets(flagged, granularity),
+        buckets_of(days, granularity),
         granularity,
         conf.rule,
         dataset=dataset,
         split=split,
         manual=manual,
-        manual_share=_manual_share(flagged, manual) if manual is not None else None,
+        manual_share=manual_share,
     )
+    holdout = holdout_rows(flagged, dataset, split)
     labelled = with_period(flagged, choice.cutoff)
     known_users = holdout.where(~F.col(S.IS_NEW))
     targets = select_targets(
@@ -143,12 +170,29 @@ def run_split(
     dataset: str,
     conf: SplitConf,
     progress: Callable[[str], None] = lambda _: None,
+    report: Path | bool = False,
 ) -> list[SplitOutcome]:
-    """Write holdout, splits, split_candidates, targets, split_counts and checksums of a dataset."""
+    """Write holdout, splits, split_candidates, targets, split_counts and checksums of a dataset,
+    and its split report when ``report`` is set (a folder, or True for LAKE/reports/split).
+
+    The events are read from the lake once: persisted for the stage, every table and the report
+    are computed from that one set, and it is released when the stage ends (a killed driver
+    takes it with it: nothing of it outlives the stage).
+    """
     from intent_spark.lake.progress import spark_progress
 
-    with spark_progress(spark, progress, f"{dataset} split"):
-        return _split_tables(spark, lake, dataset, conf, progress)
+    with (
+        spark_progress(spark, progress, f"{dataset} split"),
+        persisted_events(spark, lake, dataset) as events,
+    ):
+        outcomes = _split_tables(spark, lake, dataset, events, conf, progress)
+        if report:
+            from intent_spark.split.report import write_split_report
+
+            progress(f"{dataset}: split report")
+            folder = report if isinstance(report, Path) else None
+            write_split_report(spark, lake, dataset, folder, {o.name: o.labelled for o in outcomes})
+        return outcomes
 
 
 def split_events(
@@ -177,8 +221,7 @@ def split_events(
     return [test, val]
 
 
-def _split_tables(spark, lake, dataset, conf, progress) -> list[SplitOutcome]:
-    events = source_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+def _split_tables(spark, lake, dataset, events, conf, progress) -> list[SplitOutcome]:
     source, level = ingest_record(spark, lake, dataset)
     outcomes = split_events(events, dataset, conf, progress, key=source)
     test, val = outcomes

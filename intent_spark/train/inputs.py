@@ -23,7 +23,14 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.faults import fault_point
-from intent_spark.lake.tables import has_table, read_table, source_table, spark_conf, write_dataset
+from intent_spark.lake.tables import (
+    has_table,
+    persisted_events,
+    read_table,
+    source_table,
+    spark_conf,
+    write_dataset,
+)
 from intent_spark.split.cells import training_events
 from intent_spark.split.populations import labelled_populations
 
@@ -176,9 +183,20 @@ def build_model_inputs(
         if previous and previous[0]["stamp"] == stamp:
             progress(f"{dataset}: model inputs up to date")
             return stamp
+    with persisted_events(spark, lake, dataset) as events:
+        _write_model_inputs(spark, lake, dataset, events, context, max_tokens, progress)
+    write_dataset(
+        spark.createDataFrame([(dataset, stamp)], S.MODEL_INPUTS_SCHEMA), lake, S.MODEL_INPUTS, dataset
+    )
+    return stamp
+
+
+def _write_model_inputs(spark, lake, dataset, events, context, max_tokens, progress) -> None:
+    """Catalogue, training sequences and scoring streams of both splits, from one read of the
+    events: each split's population is labelled from that one persisted set."""
     items = source_table(spark, lake, S.ITEMS, dataset).select(S.ITEM_ID, S.TOKENS)
     targets = read_table(spark, lake, S.TARGETS, dataset)
-    populations = labelled_populations(spark, lake, dataset)
+    populations = labelled_populations(spark, lake, dataset, events)
     progress(f"{dataset}: writing the catalogue of each split")
     catalogues = [
         catalogue(labelled, items, max_tokens).withColumn(S.SPLIT, F.lit(split))
@@ -188,7 +206,7 @@ def build_model_inputs(
     fault_point("inputs.catalogue")
     # Indices are read back from the stored catalogue, not recomputed for every table.
     stored = read_table(spark, lake, S.CATALOGUE, dataset)
-    n_events = source_table(spark, lake, S.EVENTS, dataset).count()
+    n_events = events.count()
     files = max(1, -(-n_events // SCORE_ROWS_PER_FILE))
     train_files = max(MIN_TRAIN_FILES, -(-n_events // TRAIN_EVENTS_PER_FILE))
     sequences, streams = [], []
@@ -206,7 +224,3 @@ def build_model_inputs(
         write_dataset(_tagged(sequences, dataset), lake, S.TRAIN_SEQUENCES, dataset)
     progress(f"{dataset}: writing scoring streams ({files} file(s) per split)")
     write_dataset(_tagged(streams, dataset), lake, S.SCORE_EVENTS, dataset)
-    write_dataset(
-        spark.createDataFrame([(dataset, stamp)], S.MODEL_INPUTS_SCHEMA), lake, S.MODEL_INPUTS, dataset
-    )
-    return stamp

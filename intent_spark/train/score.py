@@ -20,7 +20,7 @@ from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
 from intent_spark.core.faults import fault_point
 from intent_spark.lake.files import remove_folder
-from intent_spark.lake.readers import split_files, user_blocks
+from intent_spark.lake.readers import split_files, user_batches, user_blocks
 from intent_spark.lake.tables import read_table, write_dataset
 from intent_spark.lake.tracking import download_artifacts, find_run, log_run_metrics
 from intent_spark.split.populations import SPLITS
@@ -122,9 +122,14 @@ def score(
     device = pick_device()
     staging = f"{lake.rstrip('/')}/_staging/ranks/{dataset}/{name}"
     metrics: dict[str, float] = {}
-    # a row per split: how many targets each must rank
-    per_split = read_table(spark, lake, S.TARGETS, dataset).groupBy(S.SPLIT).count().collect()
-    targets = {r[S.SPLIT]: r["count"] for r in per_split}
+    # how many targets each split must rank, from the split's own counts (a row per cell)
+    per_split = (
+        read_table(spark, lake, S.SPLIT_COUNTS, dataset)
+        .groupBy(S.SPLIT)
+        .agg(F.sum("n_targets").alias("count"))
+        .collect()
+    )
+    targets = {r[S.SPLIT]: int(r["count"]) for r in per_split}
     drop_staging(staging)  # parts a killed scoring left behind are not this one's
     try:
         if conf.processes > 1 and cls.kind != HISTORY:
@@ -152,7 +157,7 @@ def score(
                     urls = split_files(spark, lake, S.SCORE_EVENTS, dataset, split)
                     seconds, written = rank_split(
                         fitted,
-                        user_blocks(urls),
+                        user_batches(urls),
                         conf,
                         device,
                         staged_part(staging, split),
