@@ -149,6 +149,7 @@ def test_conf_errors_name_the_file_and_key(tmp_path):
         )
 
 
+@pytest.mark.jvm  # the later stages look for their tables in a Delta lake
 def test_cli_unknown_dataset_and_later_stage(tmp_path, capsys):
     assert main(["ingest", "--dataset", "nope", "--raw", str(tmp_path), "--lake", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == (

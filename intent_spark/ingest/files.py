@@ -24,17 +24,24 @@ class GzipCheck:
     error: str = ""
 
 
-def find_files(root: str, patterns: tuple[str, ...], what: str) -> list[str]:
-    """Files under ``root`` matching any glob (relative to root), sorted and unique.
-
-    Raises IntentError with a one-line reason when the folder is missing or nothing matches.
-    """
+def check_source_folder(root: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem and path of a source folder; a one-line error when it is missing or not a
+    folder (checked before Spark starts, so a wrong path costs no JVM)."""
     fs, base = filesystem(root)
     info = fs.get_file_info(base)
     if info.type == pafs.FileType.NotFound:
         raise IntentError(f"{root}: source folder not found")
     if info.type != pafs.FileType.Directory:
         raise IntentError(f"{root}: not a folder")
+    return fs, base
+
+
+def find_files(root: str, patterns: tuple[str, ...], what: str) -> list[str]:
+    """Files under ``root`` matching any glob (relative to root), sorted and unique.
+
+    Raises IntentError with a one-line reason when the folder is missing or nothing matches.
+    """
+    fs, base = check_source_folder(root)
     listing = fs.get_file_info(pafs.FileSelector(base, recursive=True))
     base_prefix = base.rstrip("/") + "/"
     found = set()

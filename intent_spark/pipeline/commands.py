@@ -61,7 +61,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_ingest(args: argparse.Namespace) -> int:
     conf = at_item_level(load_source(args.conf or args.dataset), args.item_level)
     from intent_spark.ingest import ingest_source
+    from intent_spark.ingest.files import check_source_folder
     from intent_spark.lake.session import build_session
+
+    check_source_folder(args.raw)
 
     report = reporter("ingest")
     spark = build_session("intent-ingest", _spark_overrides(args))
