@@ -316,7 +316,20 @@ def test_progress_is_reported(tmp_path: Path) -> None:
     assert messages and messages[-1] == "hm: 500/500 events"
 
 
-@pytest.mark.parametrize(("dataset", "events"), [("netflix", 1_000), ("rees46", 49), ("rees46", -5)])
-def test_bad_arguments_are_refused(dataset: str, events: int, tmp_path: Path) -> None:
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(
+    ("dataset", "events", "message"),
+    [
+        (
+            "netflix",
+            1_000,
+            "unknown dataset 'netflix'; expected one of amazon_hk, kuairand, microlens, hm, rees46, cct",
+        ),
+        ("rees46", 49, "events must be at least 50, got 49"),
+        ("rees46", -5, "events must be at least 50, got -5"),
+    ],
+)
+def test_bad_arguments_are_refused(dataset: str, events: int, message: str, tmp_path: Path) -> None:
+    with pytest.raises(ValueError) as refused:
         generate_release(dataset, tmp_path, events)
+    assert str(refused.value) == message
+    assert not any(tmp_path.iterdir())  # nothing written
