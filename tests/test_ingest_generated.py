@@ -63,9 +63,13 @@ def test_kuairand_event_types_follow_the_signal_priority(spark, generated_lake):
 
 @pytest.mark.slow
 def test_hm_users_and_rees46_amounts(spark, generated_lake):
-    lake, _, _ = generated_lake
-    assert read_table(spark, lake, S.USERS, "hm").count() > 0
-    assert read_table(spark, lake, S.USERS, "kuairand").count() > 0
+    lake, releases, _ = generated_lake
+    # one users row per data line of the profile files the generator wrote
+    for dataset, profiles in (("hm", "customers.csv"), ("kuairand", "user_features_27k.csv")):
+        written = next(f for f in releases[dataset].files if f.name == profiles)
+        lines = len(written.read_text(encoding="utf-8").splitlines()) - 1  # the header
+        assert lines > 0
+        assert read_table(spark, lake, S.USERS, dataset).count() == lines, dataset
     rees = read_table(spark, lake, S.EVENTS, "rees46")
     assert rees.where(F.col(S.AMOUNT).isNull()).count() == 0
     assert {r.event_type for r in rees.select(S.EVENT_TYPE).distinct().collect()} == {

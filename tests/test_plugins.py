@@ -191,6 +191,11 @@ def _ranks(spark, lake: str, model: str):
     return read_table(spark, lake, S.RANKS, "toy").where(F.col(S.MODEL) == model).collect()
 
 
+def _ranks_frame(spark, lake: str, model: str):
+    """The model's ranks as pandas: a row per target (a toy lake's few hundred)."""
+    return read_table(spark, lake, S.RANKS, "toy").where(F.col(S.MODEL) == model).toPandas()
+
+
 def test_a_model_that_fits_nothing_is_scored_without_a_train_run(spark, toy):
     lake, _ = toy
     assert main(_cli("score", toy, "repeat_last")) == 0
@@ -302,4 +307,17 @@ def test_the_example_plugin_runs_by_name_through_every_stage(spark, installed_ex
         len(_ranks(spark, toy_lake, "cooccurrence")) == read_table(spark, toy_lake, S.TARGETS, "toy").count()
     )
     metrics = read_table(spark, toy_lake, S.METRICS_TABLE, "toy").where(F.col(S.MODEL) == "cooccurrence")
-    assert metrics.count() > 0
+    cells = read_table(spark, toy_lake, S.TARGETS, "toy").select(S.SPLIT, S.CELL).distinct().count()
+    assert metrics.count() == cells * (5 * 6 + 1)  # five metrics at six k, and the tie rate
+    # NDCG@10 of each cell recomputed by hand from the plug-in's ranks: per user, then over users
+    ranks = _ranks_frame(spark, toy_lake, "cooccurrence")
+    ranks["gain"] = np.where(ranks[S.RANK] <= 10, 1.0 / np.log2(1.0 + ranks[S.RANK]), 0.0)
+    by_user = ranks.groupby([S.SPLIT, S.CELL, S.USER_ID])["gain"].mean()
+    expected = by_user.groupby(level=[0, 1]).mean()
+    stored = {
+        (r[S.SPLIT], r[S.CELL]): r.value
+        for r in metrics.where((F.col("metric") == "ndcg") & (F.col("k") == 10)).collect()  # a row per cell
+    }
+    assert stored.keys() == set(expected.index)
+    for key, value in expected.items():
+        assert abs(stored[key] - value) < 1e-12, key
