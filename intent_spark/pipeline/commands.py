@@ -122,9 +122,9 @@ def cmd_split(args: argparse.Namespace) -> int:
         run_protocol_split(spark, args.lake, args.dataset, conf.max_targets_per_period, progress=report)
         report(f"{args.dataset}: protocol split written (test split only; `intent verify` reports its leak)")
         return 0
-    out = Path(args.out) if args.out else Path(args.lake) / "reports" / "split"
-    run_split(spark, args.lake, args.dataset, conf, progress=report, report=out)
-    report(f"{args.dataset}: split report in {out}")
+    out = Path(args.out) if args.out else None
+    run_split(spark, args.lake, args.dataset, conf, progress=report, report=out or True)
+    report(f"{args.dataset}: split report in {out or Path(args.lake) / 'reports' / 'split'}")
     return 0
 
 
