@@ -345,6 +345,103 @@ def test_strict_refuses_and_writes_nothing(spark, exchange_lake, tmp_path):
     assert read_table(spark, lake, S.RANKS, "toy").where(F.col(S.MODEL) == "strict_one").isEmpty()
 
 
+def _good_table() -> pa.Table:
+    return pa.table(
+        {"target_id": [row["target_id"] for row in GOOD_ROWS], "items": [row["items"] for row in GOOD_ROWS]}
+    )
+
+
+def _truncated(path: Path) -> str:
+    pq.write_table(_good_table(), path)
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    return (
+        f"{path}: a Parquet file cut short: it starts as Parquet but its footer is missing "
+        f"({len(whole) // 2:,} bytes; copy or write it again); nothing was scored"
+    )
+
+
+def _empty(path: Path) -> str:
+    path.write_bytes(b"")
+    return f"{path}: the file is empty (0 bytes); nothing was scored"
+
+
+def _no_rows(path: Path) -> str:
+    pq.write_table(
+        pa.table({"target_id": pa.array([], pa.string()), "items": pa.array([], pa.list_(pa.string()))}), path
+    )
+    return f"{path}: the file holds no rows; nothing was scored"
+
+
+def _no_rows_of_another_type(path: Path) -> str:
+    pq.write_table(
+        pa.table({"target_id": pa.array([], pa.int64()), "items": pa.array([], pa.list_(pa.int64()))}), path
+    )
+    return f"{path}: the file holds no rows; nothing was scored"
+
+
+def _csv_named_parquet(path: Path) -> str:
+    path.write_text("target_id,items\nabc,a b c\n")
+    return f"{path}: not a Parquet file (its bytes do not start with PAR1; a JSON Lines file is named .jsonl); nothing was scored"
+
+
+def _gzip_in_jsonl(path: Path) -> str:
+    import gzip
+
+    path.write_bytes(gzip.compress("".join(json.dumps(row) + "\n" for row in GOOD_ROWS).encode()))
+    return f"{path}: the file is gzip-compressed; submit it uncompressed (Parquet compresses its own columns); nothing was scored"
+
+
+def _gzip_named(path: Path) -> str:
+    import gzip
+
+    pq.write_table(_good_table(), path.with_suffix(""))
+    path.write_bytes(gzip.compress(path.with_suffix("").read_bytes()))
+    return (
+        f"{path}: a gzip-compressed file; submit the .parquet or .jsonl file itself, uncompressed "
+        "(Parquet compresses its own columns); nothing was scored"
+    )
+
+
+def _parquet_named_jsonl(path: Path) -> str:
+    pq.write_table(_good_table(), path)
+    return f"{path}: a Parquet file named as JSON Lines; name it .parquet; nothing was scored"
+
+
+def _empty_jsonl(path: Path) -> str:
+    path.write_text("")
+    return f"{path}: the file is empty (0 bytes); nothing was scored"
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("cut.parquet", _truncated),
+        ("empty.parquet", _empty),
+        ("no_rows.parquet", _no_rows),
+        ("no_int_rows.parquet", _no_rows_of_another_type),
+        ("csv.parquet", _csv_named_parquet),
+        ("packed.jsonl", _gzip_in_jsonl),
+        ("answers.parquet.gz", _gzip_named),
+        ("parquet.jsonl", _parquet_named_jsonl),
+        ("empty.jsonl", _empty_jsonl),
+    ],
+)
+def test_a_bad_submission_file_is_one_line_before_spark_starts(tmp_path, capsys, name, make):
+    """No Spark fixture: the command refuses the file by its bytes before it builds a session."""
+    from intent_spark.cli import main
+
+    lake = tmp_path / "lake"
+    path = tmp_path / name
+    expected = make(path)
+    args = ["submit", "--dataset", "toy", "--lake", str(lake), "--predictions", str(path), "--name", "bad"]
+    assert (main([*args, "--no-mlflow"]), capsys.readouterr().err) == (
+        2,
+        f"intent submit: error: {expected}\n",
+    )
+    assert not [p.name for p in lake.glob("*") if not p.name.startswith("_")]  # no table, no report
+
+
 def test_parquet_columns_of_the_wrong_type_refuse_the_file(spark, exchange_lake, tmp_path, capsys):
     from intent_spark.cli import main
 

@@ -47,7 +47,17 @@ catalogue; the list is empty or longer than the catalogue; `scores` has another 
 holds a null, NaN or infinity; `dataset` or `split` name another; or a field has the wrong type. A
 column of the wrong type in a Parquet file refuses the whole file. Each kind of fault is one
 line of `intent submit`'s output with its count and an example; `--strict` makes any of them
-an error.
+an error: nothing is scored (no ranks, no `submissions` row, no MLflow run), and the rejects
+file is written so that you can read every reason.
+
+A file is refused whole, in one line, with nothing scored or written, when it is empty, holds no
+rows, is compressed (gzip, zstd, bzip2, xz, zip: submit the `.parquet` or `.jsonl` itself;
+Parquet compresses its own columns), or is cut short or not Parquet (a `.parquet` without its
+footer, a Parquet file named `.jsonl`).
+
+What a submission costs grows with its list items, rows times list length: every item is
+checked against the catalogue and within its list, and the target is looked up in its list.
+Lists of 100 items give every K the report shows; longer lists cost more and change nothing.
 """
 
 

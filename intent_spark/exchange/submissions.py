@@ -75,16 +75,109 @@ class Scored:
         return sum(f.count for f in self.faults)
 
 
+NOTHING = "; nothing was scored"
+# The first bytes of files a submission is not (the compressions by their magic numbers).
+COMPRESSED = {
+    b"\x1f\x8b": "gzip",
+    b"BZh": "bzip2",
+    b"\x28\xb5\x2f\xfd": "zstd",
+    b"\xfd7zXZ": "xz",
+    b"PK\x03\x04": "zip",
+}
+COMPRESSED_SUFFIXES = {".gz": "gzip", ".bz2": "bzip2", ".zst": "zstd", ".xz": "xz", ".zip": "zip"}
+PARQUET_MAGIC = b"PAR1"
+
+
 def submission_format(path: str) -> str:
     fs, inside = filesystem(path)
     info = fs.get_file_info(inside)
     if info.type.name == "NotFound":
         raise IntentError(f"{path}: no such file")
+    suffix = next((s for s in COMPRESSED_SUFFIXES if path.endswith(s)), None)
+    if suffix is not None:
+        raise IntentError(
+            f"{path}: a {COMPRESSED_SUFFIXES[suffix]}-compressed file; submit the .parquet or .jsonl file "
+            f"itself, uncompressed (Parquet compresses its own columns){NOTHING}"
+        )
     if info.type.name == "Directory" or path.endswith(".parquet"):
         return "parquet"
     if path.endswith((".jsonl", ".json", ".ndjson")):
         return "json"
     raise IntentError(f"{path}: a submission is Parquet (.parquet) or JSON Lines (.jsonl)")
+
+
+def check_file_bytes(path: str, fmt: str) -> int | None:
+    """Refuse, in one line and before Spark reads it, a file that is not what its name says:
+    empty, compressed, cut short, not Parquet (pyarrow reads each Parquet file's footer), or
+    Parquet named ``.jsonl``. Returns the Parquet rows (None for JSON Lines)."""
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    fs, inside = filesystem(path)
+    if fs.get_file_info(inside).type == pafs.FileType.Directory:
+        files = sorted(
+            f.path
+            for f in fs.get_file_info(pafs.FileSelector(inside, recursive=True))
+            if f.type == pafs.FileType.File and not f.base_name.startswith((".", "_"))
+        )
+        named = {f: f"{path.rstrip('/')}/{f[len(inside.rstrip('/')) + 1 :]}" for f in files}
+    else:
+        files, named = [inside], {inside: path}
+    rows = 0
+    for file in files:
+        where = named[file]
+        size = fs.get_file_info(file).size or 0
+        if size == 0:
+            raise IntentError(f"{where}: the file is empty (0 bytes){NOTHING}")
+        with fs.open_input_file(file) as source:
+            head = source.read(8)
+            if size >= 8:
+                source.seek(size - 4)
+                tail = source.read(4)
+            else:
+                tail = b""
+            packed = next((name for magic, name in COMPRESSED.items() if head.startswith(magic)), None)
+            if packed is not None:
+                raise IntentError(
+                    f"{where}: the file is {packed}-compressed; submit it uncompressed "
+                    f"(Parquet compresses its own columns){NOTHING}"
+                )
+            if fmt == "json":
+                if head.startswith(PARQUET_MAGIC):
+                    raise IntentError(
+                        f"{where}: a Parquet file named as JSON Lines; name it .parquet{NOTHING}"
+                    )
+                return None
+            if not head.startswith(PARQUET_MAGIC):
+                raise IntentError(
+                    f"{where}: not a Parquet file (its bytes do not start with PAR1; a JSON Lines file "
+                    f"is named .jsonl){NOTHING}"
+                )
+            if tail != PARQUET_MAGIC:
+                raise IntentError(
+                    f"{where}: a Parquet file cut short: it starts as Parquet but its footer is missing "
+                    f"({size:,} bytes; copy or write it again){NOTHING}"
+                )
+            source.seek(0)
+            try:
+                rows += pq.ParquetFile(source).metadata.num_rows
+            except Exception as exc:  # noqa: BLE001 - any unreadable footer is the file's fault
+                raise IntentError(
+                    f"{where}: a damaged Parquet file: its footer does not read "
+                    f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}){NOTHING}"
+                ) from None
+    if not files:
+        raise IntentError(f"{path}: the folder holds no Parquet file{NOTHING}")
+    return rows
+
+
+def check_submission_file(path: str) -> str:
+    """The submission's format, once its bytes are known to be what its name says and to hold
+    rows: every file-level refusal in one line, by pyarrow alone (before Spark starts)."""
+    fmt = submission_format(path)
+    if check_file_bytes(path, fmt) == 0:
+        raise IntentError(f"{path}: the file holds no rows{NOTHING}")
+    return fmt
 
 
 def file_sha256(path: str) -> str:
@@ -404,7 +497,7 @@ def submit(
     """Check the submission, write its ranks (every target of the split: rejected and missing
     ones as misses), its ``submissions`` row, its rejects and its MLflow run."""
     check_name(name)
-    fmt = submission_format(path)
+    fmt = check_submission_file(path)
     populations = labelled_populations(spark, lake, dataset)
     if split not in populations:
         raise IntentError(f"{dataset} has no {split} split (it has {', '.join(populations)})")

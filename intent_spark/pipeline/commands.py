@@ -327,10 +327,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from intent_spark.exchange.submissions import submit
+    from intent_spark.exchange.submissions import check_name, check_submission_file, submit
     from intent_spark.lake.session import build_session
     from intent_spark.lake.tracking import default_tracking_uri
 
+    check_name(args.name)
+    check_submission_file(args.predictions)  # a bad file is refused before Spark starts
     uri = None if args.no_mlflow else default_tracking_uri(args.lake, args.tracking_uri)
     report = reporter("submit")
     spark = build_session("intent-submit", _spark_overrides(args))
