@@ -177,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument(
         "--strict",
         action="store_true",
-        help="refuse the submission on any rejected row or missing target: "
+        help="refuse the submission on any rejected row or missing target, naming every kind of fault: "
         "no ranks, no submissions row, no MLflow run; the rejects file is still written",
     )
     sm.add_argument("--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)")

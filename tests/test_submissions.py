@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import shutil
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +27,7 @@ from intent_spark.core.errors import IntentError
 from intent_spark.evaluate.metrics import evaluate
 from intent_spark.exchange.submissions import submit
 from intent_spark.exchange.tasks import export_tasks
-from intent_spark.lake.tables import read_table, spark_conf, write_dataset
+from intent_spark.lake.tables import has_table, read_table, spark_conf, write_dataset
 
 CATALOGUE = ["a", "b", "c", "d", "e", "q", "y", "z"]
 
@@ -408,6 +409,16 @@ def _parquet_named_jsonl(path: Path) -> str:
     return f"{path}: a Parquet file named as JSON Lines; name it .parquet; nothing was scored"
 
 
+def _json_array(path: Path) -> str:
+    text = json.dumps(GOOD_ROWS[:2], indent=1)
+    path.write_text(text + "\n")
+    lines = len(text.splitlines())
+    return (
+        f"{path}: not JSON Lines: none of its {lines} lines is a JSON object (line 1: '['); write one "
+        "JSON object per line; nothing was scored"
+    )
+
+
 def _empty_jsonl(path: Path) -> str:
     path.write_text("")
     return f"{path}: the file is empty (0 bytes); nothing was scored"
@@ -440,6 +451,96 @@ def test_a_bad_submission_file_is_one_line_before_spark_starts(tmp_path, capsys,
         f"intent submit: error: {expected}\n",
     )
     assert not [p.name for p in lake.glob("*") if not p.name.startswith("_")]  # no table, no report
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("cut.parquet", _truncated),
+        ("no_rows.parquet", _no_rows),
+        ("array.jsonl", _json_array),
+    ],
+)
+def test_a_bad_submission_file_is_one_line_and_writes_nothing(
+    spark, exchange_lake, tmp_path, capsys, name, make
+):
+    from intent_spark.cli import main
+
+    lake, uri = exchange_lake
+    path = tmp_path / name
+    expected = make(path)
+    model = "bad_" + name.replace(".", "_")
+    code = main(
+        [
+            "submit",
+            "--dataset",
+            "toy",
+            "--lake",
+            lake,
+            "--predictions",
+            str(path),
+            "--name",
+            model,
+            "--tracking-uri",
+            uri,
+        ]
+    )
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if not line.startswith("[submit ")]  # progress
+    assert (code, lines) == (2, [f"intent submit: error: {expected}"]) and "warning" not in err
+    for table in (S.RANKS, S.SUBMISSIONS, S.SUBMISSION_REJECTS):
+        if has_table(spark, lake, table):
+            assert read_table(spark, lake, table, "toy").where(F.col(S.MODEL) == model).isEmpty()
+    assert not (Path(lake) / "reports" / "submissions" / "toy" / model).exists()
+
+
+def test_nan_and_misplaced_strings_in_json_are_named_and_strict_names_every_fault(
+    spark, exchange_lake, tmp_path
+):
+    lake, _ = exchange_lake
+    rows = [
+        GOOD_ROWS[0],
+        json.dumps({"target_id": tid("u02", 5), "items": ["a", "d"], "scores": [float("nan"), 1.0]}),
+        {"target_id": tid("u02", 4), "items": "a"},
+        {"target_id": tid("u02", 3), "items": [1, 2]},
+        {"target_id": tid("u03", 11), "items": {"a": 1}},
+    ]
+    path = _write_jsonl(tmp_path / "nan.jsonl", rows)
+    lines: list[str] = []
+    scored = submit(spark, lake, "toy", str(path), "nan_json", tracking_uri=None, progress=lines.append)
+    nan_reason = (
+        "the line holds NaN, which is not JSON: Python's json.dumps writes float('nan') and float('inf') so; "
+        "give finite numbers"
+    )
+    string_reason = 'items is a string, not a list of item id strings (write ["a"], not "a")'
+    assert [fault.message() for fault in scored.faults] == [
+        f"1 row rejected: NaN or Infinity in JSON (e.g. line 2: {nan_reason})",
+        f"3 rows rejected: wrong type (e.g. line 3: {string_reason})",
+    ]
+    assert (
+        f"toy test nan_json: warning: 1 row rejected: NaN or Infinity in JSON (e.g. line 2: {nan_reason})"
+        in lines
+    )
+    rejects = read_table(spark, lake, S.SUBMISSION_REJECTS, "toy").where(F.col(S.MODEL) == "nan_json")
+    assert {r.line: r.reason for r in rejects.collect()} == {
+        2: nan_reason,
+        3: string_reason,
+        4: 'items is not a list of item id strings: it holds a number (write "123", not 123)',
+        5: "items is not a list of item id strings",
+    }
+    with pytest.raises(IntentError) as refused:
+        submit(spark, lake, "toy", str(path), "nan_json_strict", strict=True, tracking_uri=None)
+    rejects_file = f"{lake}/reports/submissions/toy/nan_json_strict/test/rejects.jsonl"
+    assert re.fullmatch(
+        re.escape(
+            f"{path}: --strict: 1 row rejected: NaN or Infinity in JSON (e.g. line 2: {nan_reason}); "
+            f"3 rows rejected: wrong type (e.g. line 3: {string_reason}); 27 targets missing (e.g. target_id "
+        )
+        + r"[0-9a-f]{24}"
+        + re.escape(f"); rejects in {rejects_file}; nothing was scored"),
+        str(refused.value),
+    ), str(refused.value)
+    assert read_table(spark, lake, S.RANKS, "toy").where(F.col(S.MODEL) == "nan_json_strict").isEmpty()
 
 
 def test_parquet_columns_of_the_wrong_type_refuse_the_file(spark, exchange_lake, tmp_path, capsys):
@@ -481,6 +582,10 @@ def test_parquet_scores_that_are_not_finite_are_rejected(spark, exchange_lake, t
     pq.write_table(table, path)
     scored = submit(spark, lake, "toy", str(path), "nonfinite_scores", tracking_uri=None)
     assert {f.kind: f.count for f in scored.faults} == {"score not finite": 2}
+    assert (
+        scored.faults[0].message()
+        == "2 rows rejected: score not finite (e.g. row 2: scores hold a null, NaN or infinity)"
+    )
     assert scored.accepted == 1 and scored.list_length == 2
 
 
