@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from intent_spark.core.errors import ConfError, IntentError
+from intent_spark.core.errors import ConfError, IntentError, PluginError
 from intent_spark.evaluate.corrections import CORRECTIONS, DEFAULT_CORRECTION
 from intent_spark.pipeline import commands
 
@@ -23,7 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="intent", description="The INTENT benchmark on event logs, in PySpark."
     )
     parser.add_argument(
-        "--verbose", action="store_true", help="show Spark's own output (by default it goes to a log file)"
+        "--verbose",
+        action="store_true",
+        help="show Spark's own output (by default it goes to a log file) and a plug-in's whole traceback",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -46,6 +48,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_spark_flags(ing)
     ing.set_defaults(func=commands.cmd_ingest)
+
+    chk = sub.add_parser(
+        "check-model",
+        help="a model's whole life cycle in seconds, no Spark, no lake: build, fit, save, load, "
+        "scores or vectors through the framework's checks, ranks; exit 1 at the first fault",
+        description="Build, fit, save, load and rank a model on a small generated catalogue and "
+        "in-memory training rows, printing what each step got and gave (shapes, dtypes, devices). "
+        "Scoring contexts hold items never seen in training, as real ones do. A fault is one line, "
+        "with the plug-in's own frames (--verbose before the command: its whole traceback).",
+    )
+    chk.add_argument("spec", help="a registered model name or a module:Class spec")
+    chk.add_argument("--models-conf", help="model settings (default conf/models.yaml)")
+    chk.add_argument(
+        "--steps", type=int, default=20, help="training steps of a model that has them (default 20)"
+    )
+    chk.add_argument(
+        "--items", type=int, default=60, help="catalogue items, a fifth of them new (default 60)"
+    )
+    chk.add_argument("--users", type=int, default=40, help="users (default 40)")
+    chk.add_argument("--context", type=int, default=8, help="context length (default 8)")
+    chk.set_defaults(func=commands.cmd_check_model)
 
     for name, func, what in (
         ("train", commands.cmd_train, "fit a model on both splits' training events; log it to MLflow"),
@@ -130,21 +153,32 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spark_flags(exp)
     exp.set_defaults(func=commands.cmd_export)
 
-    sm = sub.add_parser("submit", help="score a file of ranked lists (one per target) as model NAME -> ranks")
+    sm = sub.add_parser(
+        "submit",
+        help="score a file of ranked lists (one per target) as model NAME -> ranks",
+        description="Check every row of a file of ranked lists and score it as model NAME. A file that "
+        "is empty, compressed, cut short, not what its name says or without rows is refused in one "
+        "line with nothing written; a faulty row is rejected with its reason (rejects file) and its "
+        "target scored as a miss. The cost grows with the list items (rows x list length): lists of "
+        "100 give every K the report shows. The rules: FORMAT.md of `intent export`.",
+    )
     sm.add_argument("--dataset", required=True)
     sm.add_argument("--lake", required=True)
     sm.add_argument(
         "--predictions",
         required=True,
         metavar="FILE",
-        help="Parquet or JSON Lines: target_id, items[, scores]",
+        help="Parquet (.parquet) or JSON Lines (.jsonl), uncompressed: target_id, items[, scores]",
     )
     sm.add_argument("--name", required=True, help="the model name its ranks, metrics and MLflow run get")
     sm.add_argument(
         "--split", choices=("test", "val"), default="test", help="the split it answers (default test)"
     )
     sm.add_argument(
-        "--strict", action="store_true", help="refuse the submission on any rejected row or missing target"
+        "--strict",
+        action="store_true",
+        help="refuse the submission on any rejected row or missing target, naming every kind of fault: "
+        "no ranks, no submissions row, no MLflow run; the rejects file is still written",
     )
     sm.add_argument("--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)")
     sm.add_argument("--no-mlflow", action="store_true", help="write the tables only")
@@ -251,7 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--run-id", action="append", help="a run to show (repeatable)")
     cmp.add_argument("--dataset", help="the newest training run of every model of this dataset")
     cmp.add_argument(
-        "--metrics", default=r"^test\.", help="regular expression on metric names (default: test split)"
+        "--metrics",
+        default=r"^test\.",
+        help="a regular expression matching whole dot-separated parts of the metric names "
+        "(split.cell.metric_k): ndcg_10 is every ndcg_10 and never ndcg_100, ndcg_.* every K "
+        "(default: ^test\\. , the test split)",
     )
     cmp.add_argument("--csv", action="store_true", help="CSV instead of an aligned table")
     cmp.set_defaults(func=commands.cmd_compare)
@@ -277,7 +315,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.func(args))
     except (IntentError, ConfError, ValueError) as exc:
         print(f"intent {args.command}: error: {exc}{_spark_log_hint()}", file=sys.stderr)
+        print_plugin_frames(exc)
         return 2
+
+
+def print_plugin_frames(exc: BaseException) -> None:
+    """Under a plug-in's one-line error, its own frames (file, line, code); with ``--verbose``
+    the whole traceback."""
+    while exc is not None and not isinstance(exc, PluginError):
+        exc = exc.__cause__  # type: ignore[assignment]
+    if exc is None:
+        return
+    if os.environ.get("INTENT_VERBOSE") == "1":
+        print(exc.traceback.rstrip("\n"), file=sys.stderr)
+    elif exc.frames:
+        print(exc.frames, file=sys.stderr)
 
 
 def _spark_log_hint() -> str:

@@ -94,3 +94,28 @@ class UnloadableSave(PrefixScores):
 
 class NotAModel:
     name = "not_a_model"
+
+
+class FitRaises(PrefixScores):
+    """A bug of the author's own inside fit, two frames deep: the terminal must show this file
+    and both lines."""
+
+    name = "fit_raises"
+    fits = True
+
+    def fit(self, training):
+        with training.batches(4, epochs=1) as batches:
+            first = next(iter(batches))
+        return self._count(first)
+
+    def _count(self, rows):
+        raise RuntimeError("boom: my own bug inside fit")
+
+
+class ScoresRaise(PrefixScores):
+    """A bug of the author's own inside scores."""
+
+    name = "scores_raise"
+
+    def scores(self, contexts):
+        return self.table[contexts]  # never built

@@ -8,10 +8,12 @@ from __future__ import annotations
 import shutil
 
 import pandas as pd
+import pytest
 from pyspark.sql import functions as F
 
 from intent_spark.cli import main
 from intent_spark.core import schema as S
+from intent_spark.core.errors import IntentError
 from intent_spark.core.runconf import CompareConf
 from intent_spark.lake.tables import read_table
 from intent_spark.report.compare import seed_spread
@@ -94,3 +96,20 @@ def test_seed_spread_by_hand():
         "0.040",
     )
     assert seed_spread(metrics, "hm", 0, CompareConf(datasets=("hm",))).empty  # one split: no spread
+
+
+def test_compare_metrics_match_whole_parts_of_a_metric_name():
+    from intent_spark.lake.tracking import metric_pattern
+
+    names = ["test.known_past.ndcg_10", "test.known_past.ndcg_100", "val.new_new.ndcg_10", "test.all.mrr_10"]
+
+    def found(pattern: str) -> list[str]:
+        return [name for name in names if metric_pattern(pattern).search(name)]
+
+    assert found("ndcg_10") == ["test.known_past.ndcg_10", "val.new_new.ndcg_10"]
+    assert found("ndcg_.*") == names[:3]
+    assert found(r"^test\.") == ["test.known_past.ndcg_10", "test.known_past.ndcg_100", "test.all.mrr_10"]
+    assert found(r"^test\..*ndcg_10$") == ["test.known_past.ndcg_10"]
+    assert found("known_past") == names[:2] and found("ndcg") == [] and found("g_10") == []
+    with pytest.raises(IntentError, match=r"^--metrics '\(': not a regular expression"):
+        metric_pattern("(")

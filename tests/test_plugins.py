@@ -88,6 +88,133 @@ def test_every_broken_answer_of_a_model_is_named_never_ranked(spec, message):
         _ranked(spec)
 
 
+# --- a plug-in's own exceptions: its file and line ---
+
+PLUGIN_FAULTS_FILE = Path(__file__).resolve().parent / "plugin_faults.py"
+
+
+def _line_of(text: str) -> int:
+    """The line of plugin_faults.py holding ``text``, found by reading the file."""
+    lines = PLUGIN_FAULTS_FILE.read_text().splitlines()
+    return next(number for number, line in enumerate(lines, 1) if text in line)
+
+
+def _one_batch(*_):
+    import contextlib
+
+    return contextlib.nullcontext(iter([torch.zeros((4, 3), dtype=torch.long)]))
+
+
+def test_a_plugins_own_exception_is_one_line_with_its_file_and_line_and_its_frames():
+    from intent_spark.core.errors import PluginError
+    from intent_spark.train.fit import plugin_call
+    from models.interface import TrainingData
+
+    cls = registry.resolve(f"{FAULTS}:FitRaises")
+    model = cls(_catalogue(), cls.Settings(), torch.device("cpu"))
+    training = TrainingData(_one_batch, context=2, seed=0, device=torch.device("cpu"), progress=print)
+    with pytest.raises(PluginError) as caught:
+        plugin_call("toy fit_raises test", "fit", model.fit, training)
+    raised = _line_of('raise RuntimeError("boom: my own bug inside fit")')
+    called = _line_of("return self._count(first)")
+    assert str(caught.value) == (
+        "toy fit_raises test: fit failed: RuntimeError: boom: my own bug inside fit "
+        f"(plugin_faults.py line {raised}, in _count)"
+    )
+    assert caught.value.frames.splitlines() == [
+        f'  File "{PLUGIN_FAULTS_FILE}", line {called}, in fit',
+        "    return self._count(first)",
+        f'  File "{PLUGIN_FAULTS_FILE}", line {raised}, in _count',
+        '    raise RuntimeError("boom: my own bug inside fit")',
+    ]
+    whole = caught.value.traceback
+    assert whole.startswith("Traceback (most recent call last):") and "intent_spark/train/fit.py" in whole
+
+
+# --- intent check-model: the life cycle without Spark ---
+
+
+def test_check_model_runs_a_good_plugin_through_every_step(capsys):
+    assert main(["check-model", f"{FAULTS}:PrefixScores"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        f"check-model {FAULTS}:PrefixScores: prefix_scores, a scores model, on cpu; a generated catalogue of "
+        "60 items (48 trained, the rest new), 40 users, context 8"
+    )
+    assert [line.split()[1] for line in out[1:-1]] == [
+        "build",
+        "fit",
+        "save",
+        "load",
+        "scorable",
+        "scores",
+        "ranks",
+        "reload",
+    ]
+    assert (
+        "got contexts torch.int64 (12, 8) on cpu (0 = padding); gave torch.float32 (12, 61) on cpu" in out[6]
+    )
+    # score(i) = -i: each target ranks at its own index; 40 users' last three events, 120 targets
+    assert (
+        out[7].startswith("ok   ranks    120 targets ranked by the framework's rule:") and "0 tied" in out[7]
+    )
+    assert out[-1].startswith(f"intent check-model: {FAULTS}:PrefixScores: every step passed in ")
+
+
+@pytest.mark.parametrize(
+    ("spec", "fault"),
+    [
+        ("WrongShapeScores", "scores: scores of shape (12, 60), expected (12, 61)"),
+        ("IntegerScores", "scores: scores must be floating point, got torch.int64"),
+        ("NaNScores", "ranks: NaN or infinite scores for items it says it can score (never ranked)"),
+        ("NaNVectors", "ranks: item vectors hold NaN or infinite values"),
+        ("RanksOutOfRange", "ranks: ranks outside 1..60 or not finite"),
+        (
+            "FitRaises",
+            "fit_raises: fit failed: RuntimeError: boom: my own bug inside fit (plugin_faults.py line {raised}, in _count)",
+        ),
+        (
+            "ScoresRaise",
+            "scores_raise: scores failed: AttributeError: 'ScoresRaise' object has no attribute 'table' "
+            "(plugin_faults.py line {table}, in scores)",
+        ),
+    ],
+)
+def test_check_model_stops_at_the_first_fault_naming_it(capsys, spec, fault):
+    assert main(["check-model", f"{FAULTS}:{spec}"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    lines = {
+        "raised": _line_of('raise RuntimeError("boom: my own bug inside fit")'),
+        "table": _line_of("self.table["),
+    }
+    assert err[0] == "FAIL " + fault.format(**lines)
+    assert err[-1].startswith(f"intent check-model: {FAULTS}:{spec}: failed after ")
+    if spec.endswith("Raises") or spec.endswith("Raise"):  # the plug-in's own frames under the line
+        assert err[1].startswith(f'  File "{PLUGIN_FAULTS_FILE}", line ') and "Traceback" not in "".join(err)
+
+
+def test_check_model_with_verbose_prints_the_whole_traceback(capsys, monkeypatch):
+    monkeypatch.setenv("INTENT_VERBOSE", "0")  # restored after: --verbose sets it for the process
+    assert main(["--verbose", "check-model", f"{FAULTS}:FitRaises"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last):" in err and "intent_spark/train/fit.py" in err
+
+
+def test_the_examples_own_tests_pass():
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(EXAMPLE.parent.parent), str(EXAMPLE)])}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", str(EXAMPLE / "tests")],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=EXAMPLE,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+
+
 # --- registration ---
 
 
@@ -154,6 +281,19 @@ def test_an_entry_point_may_not_take_a_built_in_name(tmp_path, monkeypatch):
             IntentError, match=r"model 'sasrec': entry point .* takes the name of the built-in"
         ):
             registry.registered()
+    finally:
+        registry.installed.cache_clear()
+
+
+def test_a_spec_of_an_entry_points_class_says_it_is_that_model(tmp_path, monkeypatch):
+    _entry_point(tmp_path, monkeypatch, "prefix_scores", "plugin_faults:PrefixScores")
+    try:
+        assert registry.same_model_note("plugin_faults:PrefixScores") == (
+            "model plugin_faults:PrefixScores: the entry point of broken-plugin model 'prefix_scores' "
+            "(one class, one name: its runs and ranks are prefix_scores's, whichever way it is named)"
+        )
+        assert registry.same_model_note("prefix_scores") is None
+        assert registry.same_model_note("plugin_faults:WrongShapeScores") is None
     finally:
         registry.installed.cache_clear()
 
@@ -243,6 +383,43 @@ def test_a_bad_plugin_is_one_line_naming_the_model_and_nothing_is_written(spark,
     name = registry.resolve(f"{FAULTS}:{spec}").name
     assert _ranks(spark, lake, name) == []
     assert not (Path(lake) / "_staging" / "ranks" / "toy" / name).exists()
+
+
+def test_a_plugins_own_bug_shows_its_frames_saves_its_traceback_and_verbose_prints_it_whole(
+    spark, toy, capsys, monkeypatch
+):
+    lake, _ = toy
+    raised = _line_of('raise RuntimeError("boom: my own bug inside fit")')
+    saved = Path(lake).resolve() / "_stages" / "toy.fit_raises.traceback.txt"
+    assert main(_cli("train", toy, f"{FAULTS}:FitRaises")) == 2
+    err = capsys.readouterr().err.splitlines()
+    errors = [i for i, line in enumerate(err) if line.startswith("intent train: error:")]
+    assert len(errors) == 1
+    assert err[errors[0]] == (
+        "intent train: error: toy fit_raises test: fit failed: RuntimeError: boom: my own bug inside fit "
+        f"(plugin_faults.py line {raised}, in _count); its traceback is in {saved}"
+    )
+    assert err[errors[0] + 1 :] == [
+        f'  File "{PLUGIN_FAULTS_FILE}", line {_line_of("return self._count(first)")}, in fit',
+        "    return self._count(first)",
+        f'  File "{PLUGIN_FAULTS_FILE}", line {raised}, in _count',
+        '    raise RuntimeError("boom: my own bug inside fit")',
+    ]
+    text = saved.read_text()
+    assert "Traceback (most recent call last):" in text and "intent_spark/train/fit.py" in text
+    assert text.rstrip().endswith("RuntimeError: boom: my own bug inside fit")
+
+    monkeypatch.setenv("INTENT_VERBOSE", "0")  # restored after: --verbose sets it for the process
+    assert main(["--verbose", *_cli("score", toy, f"{FAULTS}:ScoresRaise")]) == 2
+    err = capsys.readouterr().err
+    line = next(line for line in err.splitlines() if line.startswith("intent score: error:"))
+    scored = _line_of("return self.table[contexts]")
+    assert line.startswith(
+        "intent score: error: toy scores_raise test: scoring failed: AttributeError: "
+        f"'ScoresRaise' object has no attribute 'table' (plugin_faults.py line {scored}, in scores)"
+    ), line
+    assert "Traceback (most recent call last):" in err and "models/scoring.py" in err
+    assert _ranks(spark, lake, "scores_raise") == []
 
 
 def test_an_unknown_model_on_the_command_line_lists_the_registered_ones(toy, capsys):

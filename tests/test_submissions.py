@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import shutil
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +27,7 @@ from intent_spark.core.errors import IntentError
 from intent_spark.evaluate.metrics import evaluate
 from intent_spark.exchange.submissions import submit
 from intent_spark.exchange.tasks import export_tasks
-from intent_spark.lake.tables import read_table, spark_conf, write_dataset
+from intent_spark.lake.tables import has_table, read_table, spark_conf, write_dataset
 
 CATALOGUE = ["a", "b", "c", "d", "e", "q", "y", "z"]
 
@@ -345,6 +346,203 @@ def test_strict_refuses_and_writes_nothing(spark, exchange_lake, tmp_path):
     assert read_table(spark, lake, S.RANKS, "toy").where(F.col(S.MODEL) == "strict_one").isEmpty()
 
 
+def _good_table() -> pa.Table:
+    return pa.table(
+        {"target_id": [row["target_id"] for row in GOOD_ROWS], "items": [row["items"] for row in GOOD_ROWS]}
+    )
+
+
+def _truncated(path: Path) -> str:
+    pq.write_table(_good_table(), path)
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    return (
+        f"{path}: a Parquet file cut short: it starts as Parquet but its footer is missing "
+        f"({len(whole) // 2:,} bytes; copy or write it again); nothing was scored"
+    )
+
+
+def _empty(path: Path) -> str:
+    path.write_bytes(b"")
+    return f"{path}: the file is empty (0 bytes); nothing was scored"
+
+
+def _no_rows(path: Path) -> str:
+    pq.write_table(
+        pa.table({"target_id": pa.array([], pa.string()), "items": pa.array([], pa.list_(pa.string()))}), path
+    )
+    return f"{path}: the file holds no rows; nothing was scored"
+
+
+def _no_rows_of_another_type(path: Path) -> str:
+    pq.write_table(
+        pa.table({"target_id": pa.array([], pa.int64()), "items": pa.array([], pa.list_(pa.int64()))}), path
+    )
+    return f"{path}: the file holds no rows; nothing was scored"
+
+
+def _csv_named_parquet(path: Path) -> str:
+    path.write_text("target_id,items\nabc,a b c\n")
+    return f"{path}: not a Parquet file (its bytes do not start with PAR1; a JSON Lines file is named .jsonl); nothing was scored"
+
+
+def _gzip_in_jsonl(path: Path) -> str:
+    import gzip
+
+    path.write_bytes(gzip.compress("".join(json.dumps(row) + "\n" for row in GOOD_ROWS).encode()))
+    return f"{path}: the file is gzip-compressed; submit it uncompressed (Parquet compresses its own columns); nothing was scored"
+
+
+def _gzip_named(path: Path) -> str:
+    import gzip
+
+    pq.write_table(_good_table(), path.with_suffix(""))
+    path.write_bytes(gzip.compress(path.with_suffix("").read_bytes()))
+    return (
+        f"{path}: a gzip-compressed file; submit the .parquet or .jsonl file itself, uncompressed "
+        "(Parquet compresses its own columns); nothing was scored"
+    )
+
+
+def _parquet_named_jsonl(path: Path) -> str:
+    pq.write_table(_good_table(), path)
+    return f"{path}: a Parquet file named as JSON Lines; name it .parquet; nothing was scored"
+
+
+def _json_array(path: Path) -> str:
+    text = json.dumps(GOOD_ROWS[:2], indent=1)
+    path.write_text(text + "\n")
+    lines = len(text.splitlines())
+    return (
+        f"{path}: not JSON Lines: none of its {lines} lines is a JSON object (line 1: '['); write one "
+        "JSON object per line; nothing was scored"
+    )
+
+
+def _empty_jsonl(path: Path) -> str:
+    path.write_text("")
+    return f"{path}: the file is empty (0 bytes); nothing was scored"
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("cut.parquet", _truncated),
+        ("empty.parquet", _empty),
+        ("no_rows.parquet", _no_rows),
+        ("no_int_rows.parquet", _no_rows_of_another_type),
+        ("csv.parquet", _csv_named_parquet),
+        ("packed.jsonl", _gzip_in_jsonl),
+        ("answers.parquet.gz", _gzip_named),
+        ("parquet.jsonl", _parquet_named_jsonl),
+        ("empty.jsonl", _empty_jsonl),
+    ],
+)
+def test_a_bad_submission_file_is_one_line_before_spark_starts(tmp_path, capsys, name, make):
+    """No Spark fixture: the command refuses the file by its bytes before it builds a session."""
+    from intent_spark.cli import main
+
+    lake = tmp_path / "lake"
+    path = tmp_path / name
+    expected = make(path)
+    args = ["submit", "--dataset", "toy", "--lake", str(lake), "--predictions", str(path), "--name", "bad"]
+    assert (main([*args, "--no-mlflow"]), capsys.readouterr().err) == (
+        2,
+        f"intent submit: error: {expected}\n",
+    )
+    assert not [p.name for p in lake.glob("*") if not p.name.startswith("_")]  # no table, no report
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("cut.parquet", _truncated),
+        ("no_rows.parquet", _no_rows),
+        ("array.jsonl", _json_array),
+    ],
+)
+def test_a_bad_submission_file_is_one_line_and_writes_nothing(
+    spark, exchange_lake, tmp_path, capsys, name, make
+):
+    from intent_spark.cli import main
+
+    lake, uri = exchange_lake
+    path = tmp_path / name
+    expected = make(path)
+    model = "bad_" + name.replace(".", "_")
+    code = main(
+        [
+            "submit",
+            "--dataset",
+            "toy",
+            "--lake",
+            lake,
+            "--predictions",
+            str(path),
+            "--name",
+            model,
+            "--tracking-uri",
+            uri,
+        ]
+    )
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if not line.startswith("[submit ")]  # progress
+    assert (code, lines) == (2, [f"intent submit: error: {expected}"]) and "warning" not in err
+    for table in (S.RANKS, S.SUBMISSIONS, S.SUBMISSION_REJECTS):
+        if has_table(spark, lake, table):
+            assert read_table(spark, lake, table, "toy").where(F.col(S.MODEL) == model).isEmpty()
+    assert not (Path(lake) / "reports" / "submissions" / "toy" / model).exists()
+
+
+def test_nan_and_misplaced_strings_in_json_are_named_and_strict_names_every_fault(
+    spark, exchange_lake, tmp_path
+):
+    lake, _ = exchange_lake
+    rows = [
+        GOOD_ROWS[0],
+        json.dumps({"target_id": tid("u02", 5), "items": ["a", "d"], "scores": [float("nan"), 1.0]}),
+        {"target_id": tid("u02", 4), "items": "a"},
+        {"target_id": tid("u02", 3), "items": [1, 2]},
+        {"target_id": tid("u03", 11), "items": {"a": 1}},
+    ]
+    path = _write_jsonl(tmp_path / "nan.jsonl", rows)
+    lines: list[str] = []
+    scored = submit(spark, lake, "toy", str(path), "nan_json", tracking_uri=None, progress=lines.append)
+    nan_reason = (
+        "the line holds NaN, which is not JSON: Python's json.dumps writes float('nan') and float('inf') so; "
+        "give finite numbers"
+    )
+    string_reason = 'items is a string, not a list of item id strings (write ["a"], not "a")'
+    assert [fault.message() for fault in scored.faults] == [
+        f"1 row rejected: NaN or Infinity in JSON (e.g. line 2: {nan_reason})",
+        f"3 rows rejected: wrong type (e.g. line 3: {string_reason})",
+    ]
+    assert (
+        f"toy test nan_json: warning: 1 row rejected: NaN or Infinity in JSON (e.g. line 2: {nan_reason})"
+        in lines
+    )
+    rejects = read_table(spark, lake, S.SUBMISSION_REJECTS, "toy").where(F.col(S.MODEL) == "nan_json")
+    assert {r.line: r.reason for r in rejects.collect()} == {
+        2: nan_reason,
+        3: string_reason,
+        4: 'items is not a list of item id strings: it holds a number (write "123", not 123)',
+        5: "items is not a list of item id strings",
+    }
+    with pytest.raises(IntentError) as refused:
+        submit(spark, lake, "toy", str(path), "nan_json_strict", strict=True, tracking_uri=None)
+    rejects_file = f"{lake}/reports/submissions/toy/nan_json_strict/test/rejects.jsonl"
+    assert re.fullmatch(
+        re.escape(
+            f"{path}: --strict: 1 row rejected: NaN or Infinity in JSON (e.g. line 2: {nan_reason}); "
+            f"3 rows rejected: wrong type (e.g. line 3: {string_reason}); 27 targets missing (e.g. target_id "
+        )
+        + r"[0-9a-f]{24}"
+        + re.escape(f"); rejects in {rejects_file}; nothing was scored"),
+        str(refused.value),
+    ), str(refused.value)
+    assert read_table(spark, lake, S.RANKS, "toy").where(F.col(S.MODEL) == "nan_json_strict").isEmpty()
+
+
 def test_parquet_columns_of_the_wrong_type_refuse_the_file(spark, exchange_lake, tmp_path, capsys):
     from intent_spark.cli import main
 
@@ -384,6 +582,10 @@ def test_parquet_scores_that_are_not_finite_are_rejected(spark, exchange_lake, t
     pq.write_table(table, path)
     scored = submit(spark, lake, "toy", str(path), "nonfinite_scores", tracking_uri=None)
     assert {f.kind: f.count for f in scored.faults} == {"score not finite": 2}
+    assert (
+        scored.faults[0].message()
+        == "2 rows rejected: score not finite (e.g. row 2: scores hold a null, NaN or infinity)"
+    )
     assert scored.accepted == 1 and scored.list_length == 2
 
 

@@ -45,9 +45,22 @@ target then a miss, when: its `target_id` is unknown (or of another split); its 
 than one row (every copy is rejected); an item repeats within its list; an item is not in the
 catalogue; the list is empty or longer than the catalogue; `scores` has another length, rises, or
 holds a null, NaN or infinity; `dataset` or `split` name another; or a field has the wrong type. A
-column of the wrong type in a Parquet file refuses the whole file. Each kind of fault is one
-line of `intent submit`'s output with its count and an example; `--strict` makes any of them
-an error.
+JSON Lines line holding `NaN` or `Infinity` (what Python's `json.dumps` writes for
+`float("nan")`; `allow_nan=False` refuses it) is rejected as not JSON. Each kind of fault is one
+line of `intent submit`'s output with its count and an example, naming a JSON Lines file's line
+or a Parquet file's row (1 = the first).
+
+A file is refused whole, in one line, with nothing scored or written, when it is empty, holds no
+rows, is compressed (gzip, zstd, bzip2, xz, zip: submit the `.parquet` or `.jsonl` itself;
+Parquet compresses its own columns), is cut short or is not Parquet (a `.parquet` without its
+footer, a Parquet file named `.jsonl`), has no line that is a JSON object, or has a Parquet
+column of the wrong type. `--strict` makes any rejected row or missing target an error, named
+kind by kind: nothing is scored (no ranks, no `submissions` row, no MLflow run), and the
+rejects file is written so that you can read every reason.
+
+What a submission costs grows with its list items, rows times list length: every item is
+checked against the catalogue and within its list, and the target is looked up in its list.
+Lists of 100 items give every K the report shows; longer lists cost more and change nothing.
 """
 
 

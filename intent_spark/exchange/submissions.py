@@ -35,6 +35,12 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 STRING_LIST = r'^\[("([^"\\]|\\.)*"(,"([^"\\]|\\.)*")*)?\]$'
 NUMBER = r"-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?"
 NUMBER_LIST = rf"^\[({NUMBER}(,{NUMBER})*)?\]$"
+# NaN and Infinity as Python's json.dumps writes them for float("nan") and float("inf"): not JSON.
+NOT_JSON_NUMBER = r"[\[,:]\s*(-?Infinity|NaN)\s*[,\]}]"
+NOT_AN_OBJECT = "not a JSON object"
+# A list with a number among its elements, in get_json_object's compact JSON (elements that are
+# strings skipped whole, so a digit inside a string is no number).
+NUMBER_IN_LIST = r'^\[(("([^"\\]|\\.)*"|[^",\[\]{}]*),)*-?[0-9]'
 LINE_BITS = 33  # monotonically_increasing_id: the partition above bit 33, the row below
 
 
@@ -46,10 +52,11 @@ class Fault:
     count: int
     line: int
     reason: str
+    unit: str = "line"  # what the file's rows are called: lines of JSON Lines, rows of Parquet
 
     def message(self) -> str:
         rows = "row" if self.count == 1 else "rows"
-        return f"{self.count:,} {rows} rejected: {self.kind} (e.g. line {self.line}: {self.reason})"
+        return f"{self.count:,} {rows} rejected: {self.kind} (e.g. {self.unit} {self.line}: {self.reason})"
 
 
 @dataclass(frozen=True)
@@ -75,16 +82,109 @@ class Scored:
         return sum(f.count for f in self.faults)
 
 
+NOTHING = "; nothing was scored"
+# The first bytes of files a submission is not (the compressions by their magic numbers).
+COMPRESSED = {
+    b"\x1f\x8b": "gzip",
+    b"BZh": "bzip2",
+    b"\x28\xb5\x2f\xfd": "zstd",
+    b"\xfd7zXZ": "xz",
+    b"PK\x03\x04": "zip",
+}
+COMPRESSED_SUFFIXES = {".gz": "gzip", ".bz2": "bzip2", ".zst": "zstd", ".xz": "xz", ".zip": "zip"}
+PARQUET_MAGIC = b"PAR1"
+
+
 def submission_format(path: str) -> str:
     fs, inside = filesystem(path)
     info = fs.get_file_info(inside)
     if info.type.name == "NotFound":
         raise IntentError(f"{path}: no such file")
+    suffix = next((s for s in COMPRESSED_SUFFIXES if path.endswith(s)), None)
+    if suffix is not None:
+        raise IntentError(
+            f"{path}: a {COMPRESSED_SUFFIXES[suffix]}-compressed file; submit the .parquet or .jsonl file "
+            f"itself, uncompressed (Parquet compresses its own columns){NOTHING}"
+        )
     if info.type.name == "Directory" or path.endswith(".parquet"):
         return "parquet"
     if path.endswith((".jsonl", ".json", ".ndjson")):
         return "json"
     raise IntentError(f"{path}: a submission is Parquet (.parquet) or JSON Lines (.jsonl)")
+
+
+def check_file_bytes(path: str, fmt: str) -> int | None:
+    """Refuse, in one line and before Spark reads it, a file that is not what its name says:
+    empty, compressed, cut short, not Parquet (pyarrow reads each Parquet file's footer), or
+    Parquet named ``.jsonl``. Returns the Parquet rows (None for JSON Lines)."""
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    fs, inside = filesystem(path)
+    if fs.get_file_info(inside).type == pafs.FileType.Directory:
+        files = sorted(
+            f.path
+            for f in fs.get_file_info(pafs.FileSelector(inside, recursive=True))
+            if f.type == pafs.FileType.File and not f.base_name.startswith((".", "_"))
+        )
+        named = {f: f"{path.rstrip('/')}/{f[len(inside.rstrip('/')) + 1 :]}" for f in files}
+    else:
+        files, named = [inside], {inside: path}
+    rows = 0
+    for file in files:
+        where = named[file]
+        size = fs.get_file_info(file).size or 0
+        if size == 0:
+            raise IntentError(f"{where}: the file is empty (0 bytes){NOTHING}")
+        with fs.open_input_file(file) as source:
+            head = source.read(8)
+            if size >= 8:
+                source.seek(size - 4)
+                tail = source.read(4)
+            else:
+                tail = b""
+            packed = next((name for magic, name in COMPRESSED.items() if head.startswith(magic)), None)
+            if packed is not None:
+                raise IntentError(
+                    f"{where}: the file is {packed}-compressed; submit it uncompressed "
+                    f"(Parquet compresses its own columns){NOTHING}"
+                )
+            if fmt == "json":
+                if head.startswith(PARQUET_MAGIC):
+                    raise IntentError(
+                        f"{where}: a Parquet file named as JSON Lines; name it .parquet{NOTHING}"
+                    )
+                return None
+            if not head.startswith(PARQUET_MAGIC):
+                raise IntentError(
+                    f"{where}: not a Parquet file (its bytes do not start with PAR1; a JSON Lines file "
+                    f"is named .jsonl){NOTHING}"
+                )
+            if tail != PARQUET_MAGIC:
+                raise IntentError(
+                    f"{where}: a Parquet file cut short: it starts as Parquet but its footer is missing "
+                    f"({size:,} bytes; copy or write it again){NOTHING}"
+                )
+            source.seek(0)
+            try:
+                rows += pq.ParquetFile(source).metadata.num_rows
+            except Exception as exc:  # noqa: BLE001 - any unreadable footer is the file's fault
+                raise IntentError(
+                    f"{where}: a damaged Parquet file: its footer does not read "
+                    f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}){NOTHING}"
+                ) from None
+    if not files:
+        raise IntentError(f"{path}: the folder holds no Parquet file{NOTHING}")
+    return rows
+
+
+def check_submission_file(path: str) -> str:
+    """The submission's format, once its bytes are known to be what its name says and to hold
+    rows: every file-level refusal in one line, by pyarrow alone (before Spark starts)."""
+    fmt = submission_format(path)
+    if check_file_bytes(path, fmt) == 0:
+        raise IntentError(f"{path}: the file holds no rows{NOTHING}")
+    return fmt
 
 
 def file_sha256(path: str) -> str:
@@ -150,7 +250,7 @@ def read_parquet_rows(spark: SparkSession, path: str) -> DataFrame:
     for column, (ok, wanted) in expected.items():
         if not ok:
             first = df.select(column).first()
-            example = "" if first is None else f"; line 1 holds {first[0]!r}"
+            example = "" if first is None else f"; row 1 holds {first[0]!r}"
             raise IntentError(
                 f"{path}: column {column} is {types[column].simpleString()} in all {df.count():,} rows, "
                 f"expected {wanted}{example}; nothing was scored"
@@ -183,13 +283,20 @@ def read_json_rows(spark: SparkSession, path: str) -> DataFrame:
         return F.get_json_object(value, f"$.{name}")
 
     is_string = {name: value.rlike(rf'"{name}"\s*:\s*"') for name in (S.TARGET_ID, *OPTIONAL_STRINGS)}
+    items = raw_field(ITEMS)
+    not_json = F.json_object_keys(value).isNull()
     faults = [
         (
-            F.json_object_keys(value).isNull(),
-            "not a JSON object",
+            not_json & value.rlike(NOT_JSON_NUMBER),
+            "NaN or Infinity in JSON",
             "row",
-            F.lit("the line is not a JSON object"),
+            F.format_string(
+                "the line holds %s, which is not JSON: Python's json.dumps writes float('nan') and "
+                "float('inf') so; give finite numbers",
+                F.regexp_extract(value, NOT_JSON_NUMBER, 1),
+            ),
         ),
+        (not_json, NOT_AN_OBJECT, "row", F.lit("the line is not a JSON object")),
         (
             raw_field(S.TARGET_ID).isNotNull() & ~is_string[S.TARGET_ID],
             "wrong type",
@@ -197,10 +304,18 @@ def read_json_rows(spark: SparkSession, path: str) -> DataFrame:
             F.concat(F.lit("target_id "), raw_field(S.TARGET_ID), F.lit(" is not a string")),
         ),
         (
-            raw_field(ITEMS).isNotNull() & ~raw_field(ITEMS).rlike(STRING_LIST),
+            items.isNotNull() & ~items.rlike(STRING_LIST),
             "wrong type",
             ITEMS,
-            F.lit('items is not a list of item id strings (write "123", not 123)'),
+            F.when(
+                value.rlike(rf'"{ITEMS}"\s*:\s*"'),
+                F.lit('items is a string, not a list of item id strings (write ["a"], not "a")'),
+            )
+            .when(
+                items.rlike(NUMBER_IN_LIST),
+                F.lit('items is not a list of item id strings: it holds a number (write "123", not 123)'),
+            )
+            .otherwise(F.lit("items is not a list of item id strings")),
         ),
         (
             raw_field(SCORES).isNotNull() & ~raw_field(SCORES).rlike(NUMBER_LIST),
@@ -309,7 +424,9 @@ def checked_rows(
             text(f"a list of %d items; the catalogue has {n_items:,}", n),
         ),
         (
-            F.size(repeated) > 0,
+            # a hashed distinct first: the pairwise search (quadratic in the list) runs only on a
+            # list that has a repeat, never on a whole catalogue's clean list
+            (F.size(F.array_distinct(items)) < n) & (F.size(repeated) > 0),
             "item repeated in a list",
             ITEMS,
             text("item %s appears more than once", F.element_at(repeated, 1)),
@@ -404,7 +521,7 @@ def submit(
     """Check the submission, write its ranks (every target of the split: rejected and missing
     ones as misses), its ``submissions`` row, its rejects and its MLflow run."""
     check_name(name)
-    fmt = submission_format(path)
+    fmt = check_submission_file(path)
     populations = labelled_populations(spark, lake, dataset)
     if split not in populations:
         raise IntentError(f"{dataset} has no {split} split (it has {', '.join(populations)})")
@@ -445,15 +562,22 @@ def _score_checked(
 ) -> Scored:
     total = checked.count()
     if total == 0:
-        raise IntentError(f"{path}: the file holds no rows")
+        raise IntentError(f"{path}: the file holds no rows{NOTHING}")
     rejected = checked.where(F.col("_reason").isNotNull())
+    unit = "row" if fmt == "parquet" else "line"
     faults = [
-        Fault(r["_kind"], r["count"], r["_first"]["line"], r["_first"]["_reason"])
+        Fault(r["_kind"], r["count"], r["_first"]["line"], r["_first"]["_reason"], unit)
         for r in rejected.groupBy("_kind")
         .agg(F.count(F.lit(1)).alias("count"), F.min(F.struct(S.LINE, "_reason")).alias("_first"))
         .orderBy(F.col("_first.line"))
         .collect()  # one row per kind of fault
     ]
+    if fmt == "json" and [f.kind for f in faults] == [NOT_AN_OBJECT] and faults[0].count == total:
+        lines = "line" if total == 1 else "lines"
+        raise IntentError(
+            f"{path}: not JSON Lines: none of its {total:,} {lines} is a JSON object (line 1: "
+            f"{_shown_line(checked)}); write one JSON object per line{NOTHING}"
+        )
     accepted = checked.where(F.col("_reason").isNull())
     split_rows = targets.where(F.col(S.SPLIT) == split)
     absent = split_rows.join(accepted.select(S.TARGET_ID), S.TARGET_ID, "left_anti")
@@ -469,20 +593,21 @@ def _score_checked(
         )
     rejects_file = _write_rejects(spark, lake, dataset, split, name, rejected, bool(faults))
     if strict and (faults or missing):
-        first = faults[0].message() if faults else f"{missing:,} targets missing (e.g. target_id {example})"
-        more = len(faults) + bool(missing) - 1
+        kinds = [fault.message() for fault in faults]
+        if missing:
+            kinds.append(f"{missing:,} targets missing (e.g. target_id {example})")
         raise IntentError(
-            f"{path}: --strict: {first}"
-            + (f" and {more} more kind(s) of fault" if more > 0 else "")
+            f"{path}: --strict: "
+            + "; ".join(kinds)
             + (f"; rejects in {rejects_file}" if rejects_file else "")
-            + "; nothing was scored"
+            + NOTHING
         )
     lengths = accepted.agg(
         F.min(F.size(ITEMS)), F.max(F.size(ITEMS)), F.count(F.lit(1)), F.count(SCORES)
     ).first()
     if lengths is None or not lengths[2]:
         raise IntentError(
-            f"{path}: no row is usable ({total:,} rejected"
+            f"{path}: no {unit} is usable ({total:,} rejected"
             + (f"; see {rejects_file}" if rejects_file else "")
             + ")"
         )
@@ -546,6 +671,13 @@ def _score_checked(
         run_id,
         rejects_file,
     )
+
+
+def _shown_line(checked: DataFrame) -> str:
+    """The first line of a file, cut to 60 characters, as a user would recognise it."""
+    first = checked.where(F.col(S.LINE) == 1).select(S.RAW).first()
+    text = "" if first is None or first[0] is None else first[0]
+    return repr(text[:60] + ("..." if len(text) > 60 else ""))
 
 
 def _write_rejects(spark, lake, dataset, split, name, rejected: DataFrame, any_rejected: bool) -> str | None:

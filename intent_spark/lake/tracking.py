@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import socket
 import subprocess
 import typing
@@ -256,13 +257,21 @@ def log_report(tracking_uri: str, folder: str, run_id: str | None = None) -> str
     return run_id
 
 
+def metric_pattern(pattern: str) -> re.Pattern[str]:
+    """``--metrics``: a regular expression matching whole dot-separated parts of a metric name
+    (``test.known_past.ndcg_10``): ``ndcg_10`` finds ndcg_10 of every split and cell and never
+    ndcg_100; ``ndcg_.*`` finds every K; ``^test\\.`` every test metric."""
+    try:
+        return re.compile(rf"(?:^|(?<=\.))(?:{pattern})(?:(?=\.|$)|(?<=\.))")
+    except re.error as exc:
+        raise IntentError(f"--metrics {pattern!r}: not a regular expression ({exc})") from None
+
+
 @reaches_store
 def compare_runs(tracking_uri: str, run_ids: list[str], dataset: str | None, pattern: str) -> Any:
     """Metrics of the chosen runs side by side (rows: metric names matching ``pattern``;
     columns: ``dataset/model``), from the given run ids or every latest training run of a
     dataset."""
-    import re
-
     import pandas as pd
     from mlflow import MlflowClient
 
@@ -283,7 +292,7 @@ def compare_runs(tracking_uri: str, run_ids: list[str], dataset: str | None, pat
         raise IntentError(
             f"no finished training runs in {tracking_uri}" + (f" for {dataset}" if dataset else "")
         )
-    wanted = re.compile(pattern)
+    wanted = metric_pattern(pattern)
     columns = {}
     for run in runs:
         name = f"{run.data.tags.get(TAG_DATASET, '?')}/{run.data.tags.get(TAG_MODEL, '?')} ({run.info.run_id[:8]})"

@@ -218,6 +218,37 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check_model(args: argparse.Namespace) -> int:
+    """A plug-in's life cycle on generated data, no Spark: 0 when every step passes, 1 at the
+    first fault (its line, and the plug-in's frames or, with --verbose, its whole traceback)."""
+    import os
+    import time
+
+    from intent_spark.core.errors import PluginError
+    from intent_spark.train.check import CheckFailed, CheckSizes, check_model, failure_lines
+    from intent_spark.train.conf import load_models_conf, with_steps
+
+    started = time.monotonic()
+    sizes = CheckSizes(items=args.items, new=max(1, args.items // 5), users=args.users, context=args.context)
+    try:
+        check_model(args.spec, with_steps(load_models_conf(args.models_conf), args.steps), sizes=sizes)
+    except CheckFailed as failed:
+        lines = failure_lines(failed)
+        error = failed.error
+        while error is not None and not isinstance(error, PluginError):
+            error = error.__cause__
+        if os.environ.get("INTENT_VERBOSE") == "1" and isinstance(error, PluginError):
+            lines = [lines[0], error.traceback.rstrip("\n")]
+        print("\n".join(lines), file=sys.stderr)
+        print(
+            f"intent check-model: {args.spec}: failed after {time.monotonic() - started:.1f}s",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"intent check-model: {args.spec}: every step passed in {time.monotonic() - started:.1f}s")
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from intent_spark.lake.session import build_session
     from intent_spark.lake.tracking import default_tracking_uri
@@ -298,10 +329,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from intent_spark.exchange.submissions import submit
+    from intent_spark.exchange.submissions import check_name, check_submission_file, submit
     from intent_spark.lake.session import build_session
     from intent_spark.lake.tracking import default_tracking_uri
 
+    check_name(args.name)
+    check_submission_file(args.predictions)  # a bad file is refused before Spark starts
     uri = None if args.no_mlflow else default_tracking_uri(args.lake, args.tracking_uri)
     report = reporter("submit")
     spark = build_session("intent-submit", _spark_overrides(args))

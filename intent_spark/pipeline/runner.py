@@ -635,6 +635,9 @@ def run_pipeline(runner: Runner) -> int:
         runner.execute(runner.tasks())
     except StageFailed as failure:
         print(f"intent run: {failure}; fix it and rerun: finished stages are skipped", file=sys.stderr)
+        from intent_spark.cli import print_plugin_frames
+
+        print_plugin_frames(failure)
         return 1
     lake = runner.lake
     if not runner.conf.models:

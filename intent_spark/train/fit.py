@@ -29,7 +29,8 @@ from intent_spark.lake.tracking import code_version, start_run
 from intent_spark.split.populations import SPLITS, split_cutoffs
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.inputs import build_model_inputs
-from intent_spark.train.registry import resolve
+from intent_spark.train.plugin_errors import plugin_error, saves_tracebacks
+from intent_spark.train.registry import resolve, same_model_note
 from models.interface import HISTORY, Catalogue, Model, TrainingData
 from models.training import pick_device
 
@@ -73,7 +74,7 @@ def build_model(cls: type[Model], catalogue: Catalogue, conf: ModelsConf, device
     except IntentError:
         raise
     except Exception as exc:  # noqa: BLE001 - a plug-in's own fault, named
-        raise IntentError(f"model {cls.name!r}: building it failed: {type(exc).__name__}: {exc}") from exc
+        raise plugin_error(f"model {cls.name!r}", "building it", exc, cls) from exc
 
 
 def _check_splits(splits: Sequence[str]) -> list[str]:
@@ -83,6 +84,7 @@ def _check_splits(splits: Sequence[str]) -> list[str]:
     return [s for s in SPLITS if s in splits]
 
 
+@saves_tracebacks
 def train(
     spark: SparkSession,
     lake: str,
@@ -103,6 +105,9 @@ def train(
 
     cls = resolve(model)
     name = cls.name
+    note = same_model_note(model)
+    if note:
+        progress(note)
     splits = _check_splits(splits)
     stamp = build_model_inputs(
         spark, lake, dataset, context=conf.context, max_tokens=conf.max_tokens, progress=progress
@@ -237,13 +242,15 @@ def _number(value: Any) -> bool:
 
 
 def plugin_call(where: str, what: str, method: Callable[..., Any], *args: Any) -> Any:
-    """A model's own method; its exceptions become one line naming the model and the split."""
+    """A model's own method; its exceptions become one line naming the model, the split and
+    the plug-in's file and line, with the plug-in's frames and the whole traceback kept."""
     try:
         return method(*args)
     except IntentError:
         raise
     except Exception as exc:  # noqa: BLE001 - a plug-in's fault, never a bare traceback
-        raise IntentError(f"{where}: {what} failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
+        owner = getattr(method, "__self__", None)
+        raise plugin_error(where, what, exc, type(owner) if owner is not None else type(exc)) from exc
 
 
 @dataclass(frozen=True)

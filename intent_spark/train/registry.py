@@ -84,6 +84,21 @@ def resolve(model: str) -> type[Model]:
     return known[model].load()
 
 
+def same_model_note(model: str) -> str | None:
+    """For a spec naming the class a built-in or entry-point model registers: the line saying
+    they are one model (one class, one name), so its runs and ranks are that model's."""
+    if not is_spec(model):
+        return None
+    cls = resolve(model)
+    taken = installed().get(cls.name)
+    if taken is None or taken.target != model:
+        return None
+    return (
+        f"model {model}: the {taken.origin} model {cls.name!r} (one class, one name: "
+        f"its runs and ranks are {cls.name}'s, whichever way it is named)"
+    )
+
+
 @cache
 def load_class(target: str, name: str, origin: str) -> type[Model]:
     module_name, _, attribute = target.partition(":")

@@ -27,7 +27,8 @@ from intent_spark.split.populations import SPLITS
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.fit import build_model, item_texts, plugin_call, split_catalogue, stamp_digest, train
 from intent_spark.train.inputs import inputs_stamp
-from intent_spark.train.registry import resolve
+from intent_spark.train.plugin_errors import saves_tracebacks
+from intent_spark.train.registry import resolve, same_model_note
 from models.interface import HISTORY, Catalogue, Model
 from models.training import pick_device
 
@@ -91,6 +92,7 @@ def scoring_run(
     return cls, run
 
 
+@saves_tracebacks
 def score(
     spark: SparkSession,
     lake: str,
@@ -118,6 +120,9 @@ def score(
         progress=progress,
     )
     name = cls.name
+    note = same_model_note(model)
+    if note:
+        progress(note)
     splits = run.data.params.get("splits", ",".join(SPLITS)).split(",")
     device = pick_device()
     staging = f"{lake.rstrip('/')}/_staging/ranks/{dataset}/{name}"
@@ -279,7 +284,9 @@ def rank_split(fitted, blocks, conf, device, out_path, expected, progress, where
         except IntentError:
             raise
         except Exception as exc:  # noqa: BLE001 - the model's own scoring code failed
-            raise IntentError(f"{where}: scoring failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
+            from intent_spark.train.plugin_errors import plugin_error
+
+            raise plugin_error(where, "scoring", exc, type(fitted)) from exc
     if expected is not None and written != expected:
         raise IntentError(f"scored {written:,} targets but the split has {expected:,}")
     return time.monotonic() - start, written
@@ -306,6 +313,7 @@ def write_ranks(
     return written
 
 
+@saves_tracebacks
 def export_top_items(
     spark: SparkSession,
     lake: str,
