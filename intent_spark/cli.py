@@ -8,9 +8,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from intent_spark.core.errors import ConfError, IntentError, PluginError
+from intent_spark.core.errors import ConfError, IntentError
 from intent_spark.evaluate.corrections import CORRECTIONS, DEFAULT_CORRECTION
 from intent_spark.pipeline import commands
+from intent_spark.train.plugin_errors import print_plugin_frames
 
 
 def _add_spark_flags(parser: argparse.ArgumentParser) -> None:
@@ -317,19 +318,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"intent {args.command}: error: {exc}{_spark_log_hint()}", file=sys.stderr)
         print_plugin_frames(exc)
         return 2
-
-
-def print_plugin_frames(exc: BaseException) -> None:
-    """Under a plug-in's one-line error, its own frames (file, line, code); with ``--verbose``
-    the whole traceback."""
-    while exc is not None and not isinstance(exc, PluginError):
-        exc = exc.__cause__  # type: ignore[assignment]
-    if exc is None:
-        return
-    if os.environ.get("INTENT_VERBOSE") == "1":
-        print(exc.traceback.rstrip("\n"), file=sys.stderr)
-    elif exc.frames:
-        print(exc.frames, file=sys.stderr)
 
 
 def _spark_log_hint() -> str:

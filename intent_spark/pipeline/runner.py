@@ -635,7 +635,7 @@ def run_pipeline(runner: Runner) -> int:
         runner.execute(runner.tasks())
     except StageFailed as failure:
         print(f"intent run: {failure}; fix it and rerun: finished stages are skipped", file=sys.stderr)
-        from intent_spark.cli import print_plugin_frames
+        from intent_spark.train.plugin_errors import print_plugin_frames
 
         print_plugin_frames(failure)
         return 1

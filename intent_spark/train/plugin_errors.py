@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -105,3 +106,16 @@ def saves_tracebacks(stage: Stage) -> Stage:
             return stage(spark, lake, dataset, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def print_plugin_frames(exc: BaseException) -> None:
+    """Under a plug-in's one-line error, its own frames (file, line, code); with ``--verbose``
+    the whole traceback."""
+    while exc is not None and not isinstance(exc, PluginError):
+        exc = exc.__cause__  # type: ignore[assignment]
+    if exc is None:
+        return
+    if os.environ.get("INTENT_VERBOSE") == "1":
+        print(exc.traceback.rstrip("\n"), file=sys.stderr)
+    elif exc.frames:
+        print(exc.frames, file=sys.stderr)
