@@ -7,7 +7,7 @@ DELTA_VERSION := 4.0.1
 DELTA_JARS := .jars/delta-spark_2.13-$(DELTA_VERSION).jar .jars/delta-storage-$(DELTA_VERSION).jar
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup demo demo-full test test-cluster test-fast lint bench bench-processes bench-pipeline clean
+.PHONY: help setup demo demo-full test test-cluster test-fast lint bench bench-processes bench-pipeline bench-fidelity clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -62,6 +62,10 @@ PIPELINE_EVENTS ?= 1000000 5000000 20000000 50000000
 bench-pipeline: setup ## every stage at PIPELINE_EVENTS events against DuckDB, one run (hours at 50M; BENCHMARKS.md)
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/pipeline_bench.py --events $(PIPELINE_EVENTS) --out bench/results/pipeline.json
+
+bench-fidelity: setup ## ours beside RecTools, RecBole and plain baselines on MovieLens-100K (each peer in bench/.venvs/)
+	$(PY) bench/fidelity/fidelity_bench.py --out bench/results/fidelity.json
+	mkdir -p docs/bench && cp bench/results/fidelity.json docs/bench/fidelity.json
 
 clean: ## remove demo output and caches (keeps .venv and .jars)
 	rm -rf demo demo-full spark-warehouse .pytest_cache
