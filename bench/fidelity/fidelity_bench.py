@@ -7,22 +7,19 @@ lists come back through ``intent submit``, so one metric code scores everyone. N
 come from ``user_metrics`` (one row per user), with normal 95% intervals over users and paired
 differences on the same users.
 
-Phases (each can run alone): ``ours`` (ingest, split, export, train and score ours: Spark, under
-the shared Spark lock), ``peers`` (no Spark), ``submit`` (submit, evaluate, read user metrics:
-under the lock), ``table`` (statistics and the JSON). Spark commands run in this process, so a
-phase holds the lock and starts one JVM.
+Phases (each can run alone): ``ours`` (ingest, split, export, train and score ours: Spark),
+``peers`` (no Spark), ``submit`` (submit, evaluate, read user metrics: Spark), ``table``
+(statistics and the JSON). Spark commands run in this process, so a phase starts one JVM.
 """
 
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,19 +49,6 @@ PAIRS = [
     ("cooccurrence", "rectools_itemknn"),
     ("text_encoder", "tfidf_titles"),
 ]
-
-
-@contextmanager
-def spark_lock():
-    """The machine's one-Spark-job-at-a-time lock, held for a whole phase."""
-    with open("/tmp/spark.lock", "a") as handle:
-        waited = time.perf_counter()
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        print(f"[fidelity] Spark lock after {time.perf_counter() - waited:.0f}s", flush=True)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def intent(*words: str) -> float:
@@ -103,28 +87,27 @@ def phase_ours(work: Path, raw: Path, only: list[str]) -> None:
     os.environ["HF_HUB_OFFLINE"] = "1"
     sys.path.insert(0, str(ROOT / "examples/cooccurrence"))  # the plug-in, as a module:Class spec
     timings: dict[str, float] = {}
-    with spark_lock():
-        if not (work / "lake/events").exists():
-            timings["ingest"] = intent(
-                "ingest", "--dataset", DATASET, "--raw", str(raw), "--lake", lake, "--conf", str(SOURCE_CONF)
-            )
-        if not (work / "lake/targets").exists() or not (work / "split.done").exists():
-            timings["split"] = intent("split", "--dataset", DATASET, "--lake", lake)
-            timings["split_variant"] = intent("split", "--dataset", VARIANT, "--lake", lake)
-            (work / "split.done").write_text("done\n")
-        timings["export"] = intent(
-            "export", "--dataset", VARIANT, "--lake", lake, "--out", str(tasks), "--split", "test"
+    if not (work / "lake/events").exists():
+        timings["ingest"] = intent(
+            "ingest", "--dataset", DATASET, "--raw", str(raw), "--lake", lake, "--conf", str(SOURCE_CONF)
         )
-        for model in only or OURS:
-            name = COOCCURRENCE if model == "cooccurrence" else model
-            timings[f"train.{model}"] = intent(
-                "train", "--dataset", VARIANT, "--model", name, "--lake", lake, "--models-conf", str(conf)
-            )
-            timings[f"score.{model}"] = intent(
-                "score", "--dataset", VARIANT, "--model", name, "--lake", lake, "--models-conf", str(conf)
-            )
-            # after every model, so a stopped run keeps what it measured
-            (work / "ours.json").write_text(json.dumps(timings, indent=2) + "\n")
+    if not (work / "lake/targets").exists() or not (work / "split.done").exists():
+        timings["split"] = intent("split", "--dataset", DATASET, "--lake", lake)
+        timings["split_variant"] = intent("split", "--dataset", VARIANT, "--lake", lake)
+        (work / "split.done").write_text("done\n")
+    timings["export"] = intent(
+        "export", "--dataset", VARIANT, "--lake", lake, "--out", str(tasks), "--split", "test"
+    )
+    for model in only or OURS:
+        name = COOCCURRENCE if model == "cooccurrence" else model
+        timings[f"train.{model}"] = intent(
+            "train", "--dataset", VARIANT, "--model", name, "--lake", lake, "--models-conf", str(conf)
+        )
+        timings[f"score.{model}"] = intent(
+            "score", "--dataset", VARIANT, "--model", name, "--lake", lake, "--models-conf", str(conf)
+        )
+        # after every model, so a stopped run keeps what it measured
+        (work / "ours.json").write_text(json.dumps(timings, indent=2) + "\n")
     (work / "ours.json").write_text(json.dumps(timings, indent=2) + "\n")
 
 
@@ -155,32 +138,31 @@ def phase_peers(work: Path, raw: Path, only: list[str]) -> None:
 
 def phase_submit(work: Path) -> None:
     lake = str(work / "lake")
-    with spark_lock():
-        for name, *_ in PEERS:
-            predictions = work / "peers" / f"{name}.parquet"
-            if predictions.exists():
-                intent(
-                    "submit",
-                    "--dataset",
-                    VARIANT,
-                    "--lake",
-                    lake,
-                    "--predictions",
-                    str(predictions),
-                    "--name",
-                    name,
-                    "--split",
-                    "test",
-                    "--strict",
-                )
-        intent("evaluate", "--dataset", VARIANT, "--lake", lake, "--no-mlflow")
-        from pyspark.sql import functions as F
+    for name, *_ in PEERS:
+        predictions = work / "peers" / f"{name}.parquet"
+        if predictions.exists():
+            intent(
+                "submit",
+                "--dataset",
+                VARIANT,
+                "--lake",
+                lake,
+                "--predictions",
+                str(predictions),
+                "--name",
+                name,
+                "--split",
+                "test",
+                "--strict",
+            )
+    intent("evaluate", "--dataset", VARIANT, "--lake", lake, "--no-mlflow")
+    from pyspark.sql import functions as F
 
-        from intent_spark.lake.session import build_session
-        from intent_spark.lake.tables import read_table
+    from intent_spark.lake.session import build_session
+    from intent_spark.lake.tables import read_table
 
-        spark = build_session()
-        rows = read_table(spark, lake, "user_metrics", VARIANT).where(F.col("split") == "test").toPandas()
+    spark = build_session()
+    rows = read_table(spark, lake, "user_metrics", VARIANT).where(F.col("split") == "test").toPandas()
     rows.to_parquet(work / "user_metrics.parquet")
 
 
