@@ -216,6 +216,8 @@ def build_session(
             conf["spark.jars"] = ",".join(jars)
         else:  # resolved by Spark's Ivy; ~/.m2 is searched first, so cached jars need no network
             conf["spark.jars.packages"] = ",".join(DELTA_PACKAGES)
+    if not submitted:
+        _workers_on_this_interpreter(conf)
     quiet = not submitted and os.environ.get(VERBOSE_ENV) != "1"
     if quiet:
         conf["spark.driver.extraJavaOptions"] = _quiet_java_options(
@@ -231,6 +233,20 @@ def build_session(
     session.sparkContext.setLogLevel(os.environ.get("INTENT_SPARK_LOG_LEVEL", "ERROR"))
     check_known_settings(session, overrides or {})
     return session
+
+
+PYTHON_ENV = "PYSPARK_PYTHON"
+PYTHON_KEY = "spark.pyspark.python"
+
+
+def _workers_on_this_interpreter(conf: dict[str, str]) -> None:
+    """Spark starts its Python workers with ``$PYSPARK_PYTHON``, else ``python3`` from PATH: absent
+    on a machine with only ``python3.11``, another minor version (which PySpark refuses) on
+    others. The embedded session names the driver's own interpreter unless the environment or the
+    settings (``spark.pyspark.python``) name one; PySpark reads only the environment variable."""
+    if os.environ.get(PYTHON_ENV):
+        return
+    os.environ[PYTHON_ENV] = conf.get(PYTHON_KEY) or sys.executable
 
 
 def _submitted_conf() -> dict[str, str]:
