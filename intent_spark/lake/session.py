@@ -185,11 +185,33 @@ def _sql_settings(jvm: Any) -> list[str]:
         return []
 
 
+# ``make setup-s3``: Hadoop's S3A connector at Spark's own Hadoop version and its AWS SDK bundle.
+STORE_JARS = ("hadoop-aws-*.jar", "bundle-*.jar")
+
+
 def delta_jars() -> list[str]:
-    """Paths of the cached Delta jars, or an empty list when they were not cached."""
+    """Paths of the cached Delta jars (and the S3A jars, where cached), or an empty list."""
     if not JARS_DIR.is_dir():
         return []
-    return sorted(str(p) for p in JARS_DIR.glob("delta-*.jar"))
+    return sorted(str(p) for pattern in ("delta-*.jar", *STORE_JARS) for p in JARS_DIR.glob(pattern))
+
+
+def store_conf() -> dict[str, str]:
+    """S3A settings of an S3-API store named by ``AWS_ENDPOINT_URL`` (the variable pyarrow and the
+    AWS SDKs read too): path-style requests, TLS as the URL says, s3:// read as s3a://. Credentials
+    come from S3A's default chain (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile, a role)."""
+    conf = {"spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        conf |= {
+            "spark.hadoop.fs.s3a.endpoint": endpoint,
+            "spark.hadoop.fs.s3a.path.style.access": "true",
+            "spark.hadoop.fs.s3a.connection.ssl.enabled": str(endpoint.startswith("https")).lower(),
+        }
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region or endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = region or "us-east-1"
+    return conf
 
 
 def build_session(
@@ -206,7 +228,7 @@ def build_session(
         return active
     builder = SparkSession.builder.appName(app_name)
     submitted = _submitted_conf()
-    conf = {**BASE_CONF}
+    conf = {**BASE_CONF, **store_conf()}
     if "spark.master" not in submitted:
         conf.update(LOCAL_CONF)
     conf.update(overrides or {})

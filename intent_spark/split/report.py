@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.errors import IntentError
 from intent_spark.lake.figures import pyplot, save_figure
 from intent_spark.lake.tables import read_table, source_table
 from intent_spark.split.cells import label_events, training_events
@@ -208,6 +209,12 @@ def plot_histogram(split: dict[str, Any], title: str, path: Path) -> None:
 
 def write_split_report(spark: SparkSession, lake: str, dataset: str, out: Path | None = None) -> Path:
     """JSON, Markdown and one PNG per split under ``out`` (default LAKE/reports/split)."""
+    from intent_spark.lake.files import on_store
+
+    if out is None and on_store(lake):
+        raise IntentError(
+            f"{lake}: a lake on an object store keeps no split report; give --out a local folder or a Volume"
+        )
     folder = out or Path(lake) / "reports" / "split"
     folder.mkdir(parents=True, exist_ok=True)
     summary = split_summary(spark, lake, dataset)
