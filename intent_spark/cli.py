@@ -278,6 +278,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (IntentError, ConfError, ValueError) as exc:
         print(f"intent {args.command}: error: {exc}{_spark_log_hint()}", file=sys.stderr)
         return 2
+    except OSError as exc:  # an object store that refused or did not answer, before any write
+        from intent_spark.lake.files import store_error
+
+        line = store_error(exc)
+        if line is None:
+            raise
+        print(f"intent {args.command}: error: {line}", file=sys.stderr)
+        return 2
 
 
 def _spark_log_hint() -> str:

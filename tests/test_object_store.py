@@ -132,3 +132,21 @@ def test_a_report_on_the_store_is_refused_in_one_line(endpoint, capsys):
         f"intent report: error: {out}: the report is built aside and moved into place by a rename, "
         "which an object store has not; give --out a local folder or a Volume"
     )
+
+
+def test_pyarrows_error_from_an_unreachable_store_is_one_line_naming_the_uri(endpoint, monkeypatch):
+    from intent_spark.ingest.files import find_files
+    from intent_spark.lake import files
+
+    gone = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", gone)
+    files._store.cache_clear()
+    try:
+        with pytest.raises(OSError) as raised:
+            find_files(f"s3a://{BUCKET}/raw/hm", ("*.csv",), "transactions")
+    finally:
+        files._store.cache_clear()
+    assert files.store_error(raised.value) == (
+        f"s3a://{BUCKET}/raw/hm: the store does not answer at {gone}; nothing of this command was committed"
+    )
+    assert files.store_error(OSError("No such file or directory")) is None

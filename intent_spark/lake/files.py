@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -36,6 +37,25 @@ def _store(endpoint: str, region: str) -> pafs.S3FileSystem:
 def store_filesystem() -> pafs.S3FileSystem:
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     return _store(os.environ.get(ENDPOINT_ENV, ""), region)
+
+
+_STORE_REASONS = {
+    "NETWORK_CONNECTION": "the store does not answer at {endpoint}",
+    "ACCESS_DENIED": "access denied (the credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
+    "NO_SUCH_BUCKET": "no such bucket",
+}
+
+
+def store_error(exc: BaseException) -> str | None:
+    """pyarrow's error from an object store as one line naming the URI; None for any other error."""
+    text = str(exc)
+    where = re.search(r"key '(?P<key>[^']*)' in bucket '(?P<bucket>[^']*)'", text)
+    code = re.search(r"AWS Error (\w+)", text)
+    if where is None or code is None:
+        return None
+    endpoint = os.environ.get(ENDPOINT_ENV) or "AWS"
+    reason = _STORE_REASONS.get(code[1], code[1].lower().replace("_", " ")).format(endpoint=endpoint)
+    return f"s3a://{where['bucket']}/{where['key']}: {reason}; nothing of this command was committed"
 
 
 def filesystem(root: str) -> tuple[pafs.FileSystem, str]:
