@@ -147,6 +147,6 @@ def test_pyarrows_error_from_an_unreachable_store_is_one_line_naming_the_uri(end
     finally:
         files._store.cache_clear()
     assert files.store_error(raised.value) == (
-        f"s3a://{BUCKET}/raw/hm: the store does not answer at {gone}; nothing of this command was committed"
+        f"s3a://{BUCKET}/raw/hm: the store does not answer at {gone}; the command stopped there, each table keeps its last committed version"
     )
     assert files.store_error(OSError("No such file or directory")) is None

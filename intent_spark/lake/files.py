@@ -55,7 +55,7 @@ def store_error(exc: BaseException) -> str | None:
         return None
     endpoint = os.environ.get(ENDPOINT_ENV) or "AWS"
     reason = _STORE_REASONS.get(code[1], code[1].lower().replace("_", " ")).format(endpoint=endpoint)
-    return f"s3a://{where['bucket']}/{where['key']}: {reason}; nothing of this command was committed"
+    return f"s3a://{where['bucket']}/{where['key']}: {reason}; the command stopped there, each table keeps its last committed version"
 
 
 def filesystem(root: str) -> tuple[pafs.FileSystem, str]:
