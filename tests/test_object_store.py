@@ -150,3 +150,34 @@ def test_pyarrows_error_from_an_unreachable_store_is_one_line_naming_the_uri(end
         f"s3a://{BUCKET}/raw/hm: the store does not answer at {gone}; the command stopped there, each table keeps its last committed version"
     )
     assert files.store_error(OSError("No such file or directory")) is None
+
+
+def test_an_unreachable_store_or_a_missing_bucket_is_one_line_naming_the_uri(
+    endpoint, spark, tmp_path, capsys, monkeypatch
+):
+    from intent_spark.cli import main
+    from intent_spark.lake import files
+
+    lake = tmp_path / "lake"
+    ingest = ["ingest", "--dataset", "hm", "--lake", str(lake), "--raw"]
+    assert main([*ingest, "s3a://no-such-bucket/raw/hm"]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .startswith("intent ingest: error: s3a://no-such-bucket/raw/hm: source folder not found")
+    )
+    gone = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", gone)
+    files._store.cache_clear()
+    try:
+        assert main([*ingest, f"s3a://{BUCKET}/raw/hm"]) == 2
+    finally:
+        files._store.cache_clear()
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    print(line)
+    assert line == (
+        f"intent ingest: error: s3a://{BUCKET}/raw/hm: the store does not answer at {gone}; "
+        "the command stopped there, each table keeps its last committed version"
+    )
+    assert not (lake / "events").exists()
