@@ -6,25 +6,38 @@ PY := $(VENV)/bin/python
 DELTA_VERSION := 4.0.1
 DELTA_JARS := .jars/delta-spark_2.13-$(DELTA_VERSION).jar .jars/delta-storage-$(DELTA_VERSION).jar
 STAMP := $(VENV)/.installed
+# Spark 4.0.1's own Hadoop (pyspark/jars/hadoop-client-api-3.4.1.jar) and hadoop-aws 3.4.1's AWS SDK
+HADOOP_VERSION := 3.4.1
+AWS_SDK_VERSION := 2.24.6
+S3_JARS := .jars/hadoop-aws-$(HADOOP_VERSION).jar .jars/bundle-$(AWS_SDK_VERSION).jar
 
-.PHONY: help setup demo demo-full test test-cluster test-fast lint bench bench-processes bench-pipeline bench-fidelity clean
+.PHONY: help setup setup-s3 demo demo-full test test-cluster test-fast lint bench bench-processes bench-pipeline bench-fidelity clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 setup: $(STAMP) $(DELTA_JARS) ## Python env in .venv (pinned) and Delta jars from Maven Central in .jars
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "setup: $(PYTHON) not found (Python 3.11 is required)"; exit 2; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev]' -c constraints.txt
 	touch $(STAMP)
 
 # Maven's own cache (~/.m2) keeps them, so later set-ups and runs need no network.
 .jars/%-$(DELTA_VERSION).jar:
 	@command -v mvn >/dev/null || { echo "setup: mvn not found; install Maven or let Spark resolve io.delta:delta-spark_2.13:$(DELTA_VERSION)"; exit 2; }
 	mvn --batch-mode --quiet dependency:copy -Dartifact=io.delta:$*:$(DELTA_VERSION) -DoutputDirectory=.jars
+
+setup-s3: setup $(S3_JARS) ## the object-store tests: moto's S3 server ([s3] extra) and Spark's S3A jars (560 MB)
+	$(PY) -m pip install --quiet -e '.[dev,s3]' -c constraints.txt
+
+.jars/hadoop-aws-$(HADOOP_VERSION).jar:
+	mvn --batch-mode --quiet dependency:copy -Dartifact=org.apache.hadoop:hadoop-aws:$(HADOOP_VERSION) -DoutputDirectory=.jars
+
+.jars/bundle-$(AWS_SDK_VERSION).jar:
+	mvn --batch-mode --quiet dependency:copy -Dartifact=software.amazon.awssdk:bundle:$(AWS_SDK_VERSION) -DoutputDirectory=.jars
 
 demo: setup ## the pipeline on the embedded default: five generated sources, four models, the report (demo/)
 	$(VENV)/bin/intent run --conf conf/demo.yaml

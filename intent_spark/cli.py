@@ -318,6 +318,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"intent {args.command}: error: {exc}{_spark_log_hint()}", file=sys.stderr)
         print_plugin_frames(exc)
         return 2
+    except OSError as exc:  # an object store that refused or did not answer, before any write
+        from intent_spark.lake.files import store_error
+
+        line = store_error(exc)
+        if line is None:
+            raise
+        print(f"intent {args.command}: error: {line}", file=sys.stderr)
+        return 2
 
 
 def _spark_log_hint() -> str:

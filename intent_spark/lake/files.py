@@ -2,13 +2,66 @@
 
 from __future__ import annotations
 
+import os
+import re
+from functools import cache
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
+# Spark names S3 buckets s3a:// (Hadoop's S3A connector); pyarrow's own name is s3://.
+STORE_SCHEMES = ("s3a://", "s3://")
+ENDPOINT_ENV = "AWS_ENDPOINT_URL"  # the AWS SDKs' own variable: an S3-API store other than AWS
+
+
+def on_store(path: str) -> bool:
+    return path.startswith(STORE_SCHEMES)
+
+
+@cache
+def _store(endpoint: str, region: str) -> pafs.S3FileSystem:
+    """pyarrow's S3 filesystem; credentials from the AWS SDK's chain (AWS_ACCESS_KEY_ID, ...)."""
+    if not endpoint:
+        return pafs.S3FileSystem(region=region)
+    where = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+    return pafs.S3FileSystem(
+        region=region,
+        endpoint_override=where.netloc,
+        scheme=where.scheme,
+        connect_timeout=5,
+        request_timeout=30,
+    )
+
+
+def store_filesystem() -> pafs.S3FileSystem:
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    return _store(os.environ.get(ENDPOINT_ENV, ""), region)
+
+
+_STORE_REASONS = {
+    "NETWORK_CONNECTION": "the store does not answer at {endpoint}",
+    "ACCESS_DENIED": "access denied (the credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
+    "NO_SUCH_BUCKET": "no such bucket",
+}
+
+
+def store_error(exc: BaseException) -> str | None:
+    """pyarrow's error from an object store as one line naming the URI; None for any other error."""
+    text = str(exc)
+    where = re.search(r"key '(?P<key>[^']*)' in bucket '(?P<bucket>[^']*)'", text)
+    code = re.search(r"AWS Error (\w+)", text)
+    if where is None or code is None:
+        return None
+    endpoint = os.environ.get(ENDPOINT_ENV) or "AWS"
+    reason = _STORE_REASONS.get(code[1], code[1].lower().replace("_", " ")).format(endpoint=endpoint)
+    return f"s3a://{where['bucket']}/{where['key']}: {reason}; the command stopped there, each table keeps its last committed version"
+
 
 def filesystem(root: str) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem of a path or URI, and the path within it."""
+    """The pyarrow filesystem of a path or URI, and the path within it (``BUCKET/KEY`` on a store)."""
+    if on_store(root):
+        return store_filesystem(), root.split("://", 1)[1]
     if "://" in root:
         return pafs.FileSystem.from_uri(root)
     return pafs.LocalFileSystem(), root

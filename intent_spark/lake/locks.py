@@ -6,7 +6,8 @@ a stage atomic: a split writes ``holdout``, ``splits`` and ``targets`` in three 
 splits of one dataset with different seeds interleaved would leave one's holdout beside the
 other's targets, every commit valid. So every command that writes a dataset's tables first
 takes that dataset's lock, a file ``LAKE/_locks/<source>.json`` created atomically (written
-aside, then hard-linked into place: it exists whole or not at all). A second writer stops at
+aside, then hard-linked into place: it exists whole or not at all; where the filesystem refuses
+hard links, by an exclusive create). A second writer stops at
 once with one line naming the first (its command, process, host and start). A lock whose
 process is gone (same host, no such process, or one started later) is taken over.
 
@@ -77,12 +78,26 @@ def describe(holder: dict[str, Any]) -> str:
     )
 
 
+def _link_or_create(aside: Path, path: Path) -> None:
+    """Put ``aside``'s content at ``path`` unless a file is there (FileExistsError): by hard link,
+    whole at once; on a filesystem that refuses hard links (some FUSE and network mounts) by an
+    exclusive create, which a reader may catch half-written (it then reads no holder and retries)."""
+    try:
+        os.link(aside, path)
+    except FileExistsError:
+        raise
+    except OSError:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "wb") as out:
+            out.write(aside.read_bytes())
+
+
 def _take(path: Path, me: dict[str, Any]) -> dict[str, Any] | None:
     """Create the lock file whole; None when taken, else the current holder's record."""
     aside = path.with_name(f".{path.name}.{os.getpid()}")
     aside.write_text(json.dumps(me))
     try:
-        os.link(aside, path)
+        _link_or_create(aside, path)
         return None
     except FileExistsError:
         try:
@@ -105,7 +120,7 @@ def _release_stale(path: Path, holder: dict[str, Any]) -> bool:
         if json.loads(aside.read_text()) == holder:
             return True
         with suppress(FileExistsError):
-            os.link(aside, path)
+            _link_or_create(aside, path)
         return False
     finally:
         aside.unlink(missing_ok=True)

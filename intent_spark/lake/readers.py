@@ -36,16 +36,74 @@ def _quiet():
         yield
 
 
+def _store_view() -> Any:
+    """A bucket as the legacy pyarrow filesystem Petastorm 0.12 reads through (its pyarrow.fs
+    filesystems go to pyarrow's new dataset API, which refuses Petastorm's arguments); paths
+    come as ``/BUCKET/KEY`` from the ``file:///BUCKET/KEY`` URLs handed to Petastorm."""
+    import pyarrow.filesystem as legacy
+    import pyarrow.fs as pafs
+
+    from intent_spark.lake.files import store_filesystem
+
+    class View(legacy.FileSystem):
+        def __init__(self) -> None:
+            self.fs = store_filesystem()
+
+        def _type(self, path: Any) -> Any:
+            return self.fs.get_file_info(str(path).lstrip("/")).type
+
+        def isdir(self, path: Any) -> bool:
+            return self._type(path) == pafs.FileType.Directory
+
+        def isfile(self, path: Any) -> bool:
+            return self._type(path) == pafs.FileType.File
+
+        def exists(self, path: Any) -> bool:
+            return self._type(path) != pafs.FileType.NotFound
+
+        def open(self, path: Any, mode: str = "rb") -> Any:
+            return self.fs.open_input_file(str(path).lstrip("/"))
+
+        def ls(self, path: Any) -> list[str]:
+            found = self.fs.get_file_info(pafs.FileSelector(str(path).lstrip("/")))
+            return ["/" + info.path for info in found]
+
+        def walk(self, path: Any) -> Iterator[tuple[str, list[str], list[str]]]:
+            found = self.fs.get_file_info(pafs.FileSelector(str(path).lstrip("/")))
+            folders = sorted(i.base_name for i in found if i.type == pafs.FileType.Directory)
+            files = sorted(i.base_name for i in found if i.type == pafs.FileType.File)
+            yield str(path), folders, files
+            for folder in folders:
+                yield from self.walk(f"{str(path).rstrip('/')}/{folder}")
+
+    return View()
+
+
+def _petastorm_args(urls: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """URLs and filesystem for Petastorm: files on an object store through ``_store_view``."""
+    from intent_spark.lake.files import on_store
+
+    if not urls or not on_store(urls[0]):
+        return urls, {}
+    return ["file:///" + url.split("://", 1)[1] for url in urls], {"filesystem": _store_view()}
+
+
 def read_columns(urls: list[str], fields: list[str]) -> dict[str, np.ndarray]:
     """Every row of the files, column by column, in file and row-group order."""
     from petastorm import make_batch_reader
 
     parts: dict[str, list[np.ndarray]] = {name: [] for name in fields}
     if urls:
+        paths, where = _petastorm_args(urls)
         with (
             _quiet(),
             make_batch_reader(
-                urls, schema_fields=fields, num_epochs=1, shuffle_row_groups=False, reader_pool_type="dummy"
+                paths,
+                schema_fields=fields,
+                num_epochs=1,
+                shuffle_row_groups=False,
+                reader_pool_type="dummy",
+                **where,
             ) as reader,
         ):
             for batch in reader:
@@ -85,15 +143,17 @@ def training_batches(
 
     if not urls:
         raise IntentError("no training sequences: the split has no user with two training events")
+    paths, where = _petastorm_args(urls)
     with (
         _quiet(),
         make_batch_reader(
-            urls,
+            paths,
             schema_fields=[S.ITEMS_COLUMN],
             num_epochs=epochs,
             shuffle_row_groups=True,
             seed=seed,
             reader_pool_type="dummy",
+            **where,
             **({"cur_shard": shard[0], "shard_count": shard[1]} if shard[1] > 1 else {}),
         ) as reader,
     ):

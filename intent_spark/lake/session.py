@@ -185,11 +185,33 @@ def _sql_settings(jvm: Any) -> list[str]:
         return []
 
 
+# ``make setup-s3``: Hadoop's S3A connector at Spark's own Hadoop version and its AWS SDK bundle.
+STORE_JARS = ("hadoop-aws-*.jar", "bundle-*.jar")
+
+
 def delta_jars() -> list[str]:
-    """Paths of the cached Delta jars, or an empty list when they were not cached."""
+    """Paths of the cached Delta jars (and the S3A jars, where cached), or an empty list."""
     if not JARS_DIR.is_dir():
         return []
-    return sorted(str(p) for p in JARS_DIR.glob("delta-*.jar"))
+    return sorted(str(p) for pattern in ("delta-*.jar", *STORE_JARS) for p in JARS_DIR.glob(pattern))
+
+
+def store_conf() -> dict[str, str]:
+    """S3A settings of an S3-API store named by ``AWS_ENDPOINT_URL`` (the variable pyarrow and the
+    AWS SDKs read too): path-style requests, TLS as the URL says, s3:// read as s3a://. Credentials
+    come from S3A's default chain (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile, a role)."""
+    conf = {"spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        conf |= {
+            "spark.hadoop.fs.s3a.endpoint": endpoint,
+            "spark.hadoop.fs.s3a.path.style.access": "true",
+            "spark.hadoop.fs.s3a.connection.ssl.enabled": str(endpoint.startswith("https")).lower(),
+        }
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region or endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = region or "us-east-1"
+    return conf
 
 
 def build_session(
@@ -206,7 +228,7 @@ def build_session(
         return active
     builder = SparkSession.builder.appName(app_name)
     submitted = _submitted_conf()
-    conf = {**BASE_CONF}
+    conf = {**BASE_CONF, **store_conf()}
     if "spark.master" not in submitted:
         conf.update(LOCAL_CONF)
     conf.update(overrides or {})
@@ -216,6 +238,8 @@ def build_session(
             conf["spark.jars"] = ",".join(jars)
         else:  # resolved by Spark's Ivy; ~/.m2 is searched first, so cached jars need no network
             conf["spark.jars.packages"] = ",".join(DELTA_PACKAGES)
+    if not submitted:
+        _workers_on_this_interpreter(conf)
     quiet = not submitted and os.environ.get(VERBOSE_ENV) != "1"
     if quiet:
         conf["spark.driver.extraJavaOptions"] = _quiet_java_options(
@@ -231,6 +255,20 @@ def build_session(
     session.sparkContext.setLogLevel(os.environ.get("INTENT_SPARK_LOG_LEVEL", "ERROR"))
     check_known_settings(session, overrides or {})
     return session
+
+
+PYTHON_ENV = "PYSPARK_PYTHON"
+PYTHON_KEY = "spark.pyspark.python"
+
+
+def _workers_on_this_interpreter(conf: dict[str, str]) -> None:
+    """Spark starts its Python workers with ``$PYSPARK_PYTHON``, else ``python3`` from PATH: absent
+    on a machine with only ``python3.11``, another minor version (which PySpark refuses) on
+    others. The embedded session names the driver's own interpreter unless the environment or the
+    settings (``spark.pyspark.python``) name one; PySpark reads only the environment variable."""
+    if os.environ.get(PYTHON_ENV):
+        return
+    os.environ[PYTHON_ENV] = conf.get(PYTHON_KEY) or sys.executable
 
 
 def _submitted_conf() -> dict[str, str]:

@@ -85,8 +85,13 @@ def cmd_split(args: argparse.Namespace) -> int:
     from intent_spark.lake.tables import has_table, ingested_source, read_table
     from intent_spark.split.conf import load_split_conf
     from intent_spark.split.protocols import run_protocol_split
+    from intent_spark.lake.files import on_store
     from intent_spark.split.stage import run_split
 
+    if on_store(args.lake) and not args.out:
+        raise IntentError(
+            f"{args.lake}: a lake on an object store keeps no split report; give --out a local folder or a Volume"
+        )
     ref = parse_dataset(args.dataset)
     overrides = {
         key: value
@@ -415,10 +420,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from intent_spark.lake.files import on_store
     from intent_spark.lake.session import build_session
     from intent_spark.lake.tracking import default_tracking_uri, log_report
     from intent_spark.report.build import build_report
 
+    if on_store(args.out):
+        raise IntentError(
+            f"{args.out}: the report is built aside and moved into place by a rename, which an object "
+            "store has not; give --out a local folder or a Volume"
+        )
     report = reporter("report")
     spark = build_session("intent-report", _spark_overrides(args))
     datasets = args.dataset or None

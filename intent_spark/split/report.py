@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.errors import IntentError
 from intent_spark.lake.figures import pyplot, save_figure
 from intent_spark.lake.tables import read_table, source_table
 from intent_spark.split.cells import label_events, training_events
@@ -226,6 +227,12 @@ def write_split_report(
 ) -> Path:
     """JSON, Markdown and one PNG per split under ``out`` (default LAKE/reports/split).
     ``labelled_of``: see ``split_summary``."""
+    from intent_spark.lake.files import on_store
+
+    if out is None and on_store(lake):
+        raise IntentError(
+            f"{lake}: a lake on an object store keeps no split report; give --out a local folder or a Volume"
+        )
     folder = out or Path(lake) / "reports" / "split"
     folder.mkdir(parents=True, exist_ok=True)
     summary = split_summary(spark, lake, dataset, labelled_of)

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.faults import fault_point
 from intent_spark.lake.checksum import table_checksums
+from intent_spark.lake.files import on_store
 from intent_spark.lake.tables import ingest_record, persisted_events, read_table, write_dataset
 from intent_spark.split.cells import seen_items, training_events, with_period
 from intent_spark.split.conf import SplitConf
@@ -186,7 +187,9 @@ def run_split(
         persisted_events(spark, lake, dataset) as events,
     ):
         outcomes = _split_tables(spark, lake, dataset, events, conf, progress)
-        if report:
+        if report is True and on_store(lake):
+            progress(f"{dataset}: no split report: a lake on an object store keeps none (intent split --out)")
+        elif report:
             from intent_spark.split.report import write_split_report
 
             progress(f"{dataset}: split report")

@@ -1,0 +1,58 @@
+"""Spark's Python workers run on the interpreter that runs intent, whatever ``python3`` on PATH is."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import same_tables
+
+from intent_spark.core import schema as S
+from intent_spark.lake.tables import write_dataset
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _path_without_python(folder: Path) -> str:
+    """A PATH with every program of the system's folders (Java, bash, coreutils) except Python."""
+    folder.mkdir()
+    for system in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for program in sorted(Path(system).iterdir()) if Path(system).is_dir() else []:
+            link = folder / program.name
+            if not program.name.startswith("python") and not link.exists():
+                link.symlink_to(program)
+    return str(folder)
+
+
+def test_the_split_runs_with_no_python3_on_path(spark, toy_lake, tmp_path):
+    from test_split import _fixture_rows
+
+    lake = str(tmp_path / "lake")
+    events = spark.createDataFrame(_fixture_rows(), S.EVENTS_SCHEMA).repartition(3)
+    write_dataset(events, lake, S.EVENTS, "toy")
+    path = _path_without_python(tmp_path / "bin")
+    assert subprocess.run(["bash", "-c", "command -v python3"], env={"PATH": path}).returncode != 0
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "intent_spark.cli",
+            "split",
+            "--dataset",
+            "toy",
+            "--lake",
+            lake,
+            "--seed",
+            "4",
+        ],
+        cwd=REPO,
+        env=env | {"PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    same_tables(spark, toy_lake[0], lake, "toy", [S.HOLDOUT, S.SPLITS, S.TARGETS], empty=())

@@ -1,0 +1,183 @@
+"""The lake and the raw releases on an S3-API object store: moto's standalone S3 server on
+127.0.0.1, reached by Spark through s3a:// (hadoop-aws) and by the driver and the training
+processes through pyarrow's S3 filesystem. The chain on the store gives the same tables as on a
+local lake, by checksums computed here with Spark's own expressions."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import suppress
+from pathlib import Path
+
+import pyarrow.fs as pafs
+import pytest
+from conftest import free_port
+
+from intent_spark.lake.files import store_filesystem
+from intent_spark.lake.session import JARS_DIR
+
+BUCKET = "intent-lake"
+
+
+def _missing() -> str | None:
+    if importlib.util.find_spec("moto") is None:
+        return "moto's S3 server is not installed (make setup-s3 installs the [s3] extra)"
+    if not list(JARS_DIR.glob("hadoop-aws-*.jar")):
+        return f"hadoop-aws is not in {JARS_DIR} (make setup-s3 fetches it)"
+    return None
+
+
+def start_store(port: int, log: Path) -> subprocess.Popen:
+    """moto's S3 server on 127.0.0.1:PORT in its own process group, once it accepts connections."""
+    with log.open("ab") as err:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 60
+    while True:
+        with suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            return server
+        assert server.poll() is None, log.read_text(errors="replace")[-2000:]
+        assert time.monotonic() < deadline, "moto's server did not listen within 60 s"
+        time.sleep(0.2)
+
+
+def stop_store(server: subprocess.Popen) -> None:
+    with suppress(ProcessLookupError):
+        os.killpg(server.pid, 9)
+    server.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory) -> Iterator[str]:
+    """A fresh server with an empty bucket; the process's AWS variables point at it for the module."""
+    reason = _missing()
+    if reason:
+        pytest.skip(reason)
+    from intent_spark.lake import files
+
+    port = free_port()
+    server = start_store(port, tmp_path_factory.mktemp("store") / "moto.log")
+    names = {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        "AWS_ACCESS_KEY_ID": "intent",
+        "AWS_SECRET_ACCESS_KEY": "intent-secret",
+        "AWS_REGION": "us-east-1",
+    }
+    before = {name: os.environ.get(name) for name in names}
+    os.environ.update(names)
+    pafs.S3FileSystem(
+        endpoint_override=f"127.0.0.1:{port}", scheme="http", region="us-east-1", allow_bucket_creation=True
+    ).create_dir(BUCKET)
+    try:
+        yield names["AWS_ENDPOINT_URL"]
+    finally:
+        stop_store(server)
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        files._store.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def store(endpoint, spark) -> str:
+    """The bucket, with Spark's S3A settings pointed at its server."""
+    from intent_spark.lake.session import store_conf
+
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in store_conf().items():
+        hadoop.set(key.removeprefix("spark.hadoop."), value)
+    return BUCKET
+
+
+def test_petastorm_and_the_driver_read_and_write_the_store(endpoint):
+    """Files the driver writes through pyarrow, found by ingest's listing and read back by the
+    Petastorm readers, row groups and all (the values written here by hand)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from intent_spark.ingest.files import find_files
+    from intent_spark.lake.readers import read_columns, row_groups
+    from intent_spark.train.distributed import read_json, write_text
+
+    fs = store_filesystem()
+    for name, values in (("a", [3, 1, 2]), ("b", [7])):
+        with fs.open_output_stream(f"{BUCKET}/parts/{name}.parquet") as sink:
+            pq.write_table(pa.table({"item": values}), sink, row_group_size=2)
+    write_text(f"s3a://{BUCKET}/parts/counts.json", '{"rows": 4}')
+    urls = find_files(f"s3a://{BUCKET}/parts", ("*.parquet",), "part")
+    assert urls == [f"s3a://{BUCKET}/parts/a.parquet", f"s3a://{BUCKET}/parts/b.parquet"]
+    assert read_columns(urls, ["item"])["item"].tolist() == [3, 1, 2, 7]
+    assert row_groups(urls) == 3
+    assert read_json(f"s3a://{BUCKET}/parts/counts.json") == {"rows": 4}
+
+
+def test_a_report_on_the_store_is_refused_in_one_line(endpoint, capsys):
+    from intent_spark.cli import main
+
+    out = f"s3a://{BUCKET}/report"
+    assert main(["report", "--lake", f"s3a://{BUCKET}/lake", "--out", out]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"intent report: error: {out}: the report is built aside and moved into place by a rename, "
+        "which an object store has not; give --out a local folder or a Volume"
+    )
+
+
+def test_pyarrows_error_from_an_unreachable_store_is_one_line_naming_the_uri(endpoint, monkeypatch):
+    from intent_spark.ingest.files import find_files
+    from intent_spark.lake import files
+
+    gone = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", gone)
+    files._store.cache_clear()
+    try:
+        with pytest.raises(OSError) as raised:
+            find_files(f"s3a://{BUCKET}/raw/hm", ("*.csv",), "transactions")
+    finally:
+        files._store.cache_clear()
+    assert files.store_error(raised.value) == (
+        f"s3a://{BUCKET}/raw/hm: the store does not answer at {gone}; the command stopped there, each table keeps its last committed version"
+    )
+    assert files.store_error(OSError("No such file or directory")) is None
+
+
+def test_an_unreachable_store_or_a_missing_bucket_is_one_line_naming_the_uri(
+    endpoint, spark, tmp_path, capsys, monkeypatch
+):
+    from intent_spark.cli import main
+    from intent_spark.lake import files
+
+    lake = tmp_path / "lake"
+    ingest = ["ingest", "--dataset", "hm", "--lake", str(lake), "--raw"]
+    assert main([*ingest, "s3a://no-such-bucket/raw/hm"]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .startswith("intent ingest: error: s3a://no-such-bucket/raw/hm: source folder not found")
+    )
+    gone = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", gone)
+    files._store.cache_clear()
+    try:
+        assert main([*ingest, f"s3a://{BUCKET}/raw/hm"]) == 2
+    finally:
+        files._store.cache_clear()
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    print(line)
+    assert line == (
+        f"intent ingest: error: s3a://{BUCKET}/raw/hm: the store does not answer at {gone}; "
+        "the command stopped there, each table keeps its last committed version"
+    )
+    assert not (lake / "events").exists()
