@@ -81,11 +81,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_split(args: argparse.Namespace) -> int:
     from intent_spark.core.datasets import parse_dataset
+    from intent_spark.lake.files import on_store
     from intent_spark.lake.session import build_session
     from intent_spark.lake.tables import has_table, ingested_source, read_table
     from intent_spark.split.conf import load_split_conf
     from intent_spark.split.protocols import run_protocol_split
-    from intent_spark.lake.files import on_store
     from intent_spark.split.stage import run_split
 
     if on_store(args.lake) and not args.out:
