@@ -72,7 +72,7 @@ bench-processes: setup ## SASRec training steps/s and scoring targets/s in 1 and
 	$(PY) bench/processes_bench.py --out bench/results/processes.json
 
 PIPELINE_EVENTS ?= 1000000 5000000 20000000 50000000
-bench-pipeline: setup ## every stage at PIPELINE_EVENTS events against DuckDB, one run (hours at 50M; BENCHMARKS.md)
+bench-pipeline: setup ## every stage at PIPELINE_EVENTS events against DuckDB, one run (sasrec on a fixed sample of users; BENCHMARKS.md)
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/pipeline_bench.py --events $(PIPELINE_EVENTS) --out bench/results/pipeline.json
 
