@@ -113,6 +113,18 @@ def submission_format(path: str) -> str:
     raise IntentError(f"{path}: a submission is Parquet (.parquet) or JSON Lines (.jsonl)")
 
 
+def data_files(fs, folder: str) -> list[str]:
+    """The data files of a folder submission (Spark's or pandas' part files), in name order:
+    hidden and ``_``-prefixed files (``_SUCCESS``, ``.crc``) are not data."""
+    import pyarrow.fs as pafs
+
+    return sorted(
+        f.path
+        for f in fs.get_file_info(pafs.FileSelector(folder, recursive=True))
+        if f.type == pafs.FileType.File and not f.base_name.startswith((".", "_"))
+    )
+
+
 def check_file_bytes(path: str, fmt: str) -> int | None:
     """Refuse, in one line and before Spark reads it, a file that is not what its name says:
     empty, compressed, cut short, not Parquet (pyarrow reads each Parquet file's footer), or
@@ -122,11 +134,7 @@ def check_file_bytes(path: str, fmt: str) -> int | None:
 
     fs, inside = filesystem(path)
     if fs.get_file_info(inside).type == pafs.FileType.Directory:
-        files = sorted(
-            f.path
-            for f in fs.get_file_info(pafs.FileSelector(inside, recursive=True))
-            if f.type == pafs.FileType.File and not f.base_name.startswith((".", "_"))
-        )
+        files = data_files(fs, inside)
         named = {f: f"{path.rstrip('/')}/{f[len(inside.rstrip('/')) + 1 :]}" for f in files}
     else:
         files, named = [inside], {inside: path}
@@ -193,11 +201,7 @@ def file_sha256(path: str) -> str:
 
     fs, inside = filesystem(path)
     if fs.get_file_info(inside).type == pafs.FileType.Directory:
-        files = sorted(
-            f.path
-            for f in fs.get_file_info(pafs.FileSelector(inside, recursive=True))
-            if f.type == pafs.FileType.File and not f.base_name.startswith((".", "_"))
-        )
+        files = data_files(fs, inside)
         return hashlib.sha256("".join(_digest(fs, f) for f in files).encode()).hexdigest()
     return _digest(fs, inside)
 
