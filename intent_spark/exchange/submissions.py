@@ -373,7 +373,9 @@ def checked_rows(
     copies = F.count(F.lit(1)).over(_by_target())
     exploded = rows.where(items.isNotNull()).select(S.LINE, F.posexplode(items).alias("_pos", S.ITEM_ID))
     unknown = (
-        exploded.join(catalogue_ids, S.ITEM_ID, "left_anti")
+        # the catalogue goes to every task: the list items are looked up where they are read,
+        # never shuffled (only the few unknown ones are grouped by line)
+        exploded.join(F.broadcast(catalogue_ids), S.ITEM_ID, "left_anti")
         .groupBy(S.LINE)
         .agg(F.min(F.struct("_pos", S.ITEM_ID)).getField(S.ITEM_ID).alias("_unknown"))
     )
@@ -486,7 +488,9 @@ def target_ranks(accepted: DataFrame) -> DataFrame:
     position = F.array_position(items, F.col(S.ITEM_ID)).cast("int")
     own = F.element_at(scores, F.greatest(position, F.lit(1)))
     first = F.array_position(scores, own)
-    group = F.size(F.filter(scores, lambda x: x == own))
+    # the scores equal to the target's: a lambda comparing each score with ``own`` would search
+    # the list for the target once per score (quadratic); removing them is one pass
+    group = F.size(scores) - F.size(F.array_remove(scores, own))
     beyond = position == 0
     rank = (
         F.when(beyond, F.lit(float("inf")))
@@ -535,7 +539,7 @@ def submit(
     known = targets.select(
         S.TARGET_ID, F.col(S.SPLIT).alias("_target_split"), S.SEQ, S.CELL, S.USER_ID, S.ITEM_ID
     )
-    catalogue_ids = item_counts(populations[split]).select(S.ITEM_ID)
+    catalogue_ids = item_counts(populations[split]).select(S.ITEM_ID).persist(StorageLevel.MEMORY_AND_DISK)
     n_items = catalogue_ids.count()
     progress(f"{dataset} {split} {name}: checking {path} ({fmt}) against {n_items:,} catalogue items")
     checked = checked_rows(rows, known, catalogue_ids, n_items, dataset, split).persist(
@@ -559,23 +563,36 @@ def submit(
         )
     finally:
         checked.unpersist()
+        catalogue_ids.unpersist()
 
 
 def _score_checked(
     spark, lake, dataset, split, name, path, fmt, sha, checked, targets, strict, tracking_uri, progress
 ) -> Scored:
-    total = checked.count()
+    # one pass over the checked rows: a row per kind of fault (and one for the accepted rows,
+    # kind null) with its count, its first line and the accepted lists' lengths
+    kinds = (
+        checked.groupBy("_kind")
+        .agg(
+            F.count(F.lit(1)).alias("count"),
+            F.min(F.struct(S.LINE, "_reason")).alias("_first"),
+            F.min(F.size(ITEMS)).alias("shortest"),
+            F.max(F.size(ITEMS)).alias("longest"),
+            F.count(SCORES).alias("scored"),
+        )
+        .collect()
+    )
+    total = sum(r["count"] for r in kinds)
     if total == 0:
         raise IntentError(f"{path}: the file holds no rows{NOTHING}")
     rejected = checked.where(F.col("_reason").isNotNull())
     unit = "row" if fmt == "parquet" else "line"
     faults = [
         Fault(r["_kind"], r["count"], r["_first"]["line"], r["_first"]["_reason"], unit)
-        for r in rejected.groupBy("_kind")
-        .agg(F.count(F.lit(1)).alias("count"), F.min(F.struct(S.LINE, "_reason")).alias("_first"))
-        .orderBy(F.col("_first.line"))
-        .collect()  # one row per kind of fault
+        for r in sorted(kinds, key=lambda r: r["_first"]["line"])
+        if r["_kind"] is not None
     ]
+    lengths = next((r for r in kinds if r["_kind"] is None), None)
     if fmt == "json" and [f.kind for f in faults] == [NOT_AN_OBJECT] and faults[0].count == total:
         lines = "line" if total == 1 else "lines"
         raise IntentError(
@@ -584,10 +601,14 @@ def _score_checked(
         )
     accepted = checked.where(F.col("_reason").isNull())
     split_rows = targets.where(F.col(S.SPLIT) == split)
-    absent = split_rows.join(accepted.select(S.TARGET_ID), S.TARGET_ID, "left_anti")
-    n_targets = split_rows.count()
-    missing = absent.count()
-    example = absent.select(F.min(S.TARGET_ID)).first()[0] if missing else None
+    # an accepted row's target is unique (every copy of a repeated one is rejected)
+    listed = split_rows.select(S.TARGET_ID).join(
+        accepted.select(S.TARGET_ID, F.lit(True).alias("_listed")), S.TARGET_ID, "left"
+    )
+    absent = F.col("_listed").isNull()
+    n_targets, missing, example = listed.agg(
+        F.count(F.lit(1)), F.count(F.when(absent, 1)), F.min(F.when(absent, F.col(S.TARGET_ID)))
+    ).first()
     for fault in faults:
         progress(f"{dataset} {split} {name}: warning: {fault.message()}")
     if missing:
@@ -606,16 +627,15 @@ def _score_checked(
             + (f"; rejects in {rejects_file}" if rejects_file else "")
             + NOTHING
         )
-    lengths = accepted.agg(
-        F.min(F.size(ITEMS)), F.max(F.size(ITEMS)), F.count(F.lit(1)), F.count(SCORES)
-    ).first()
-    if lengths is None or not lengths[2]:
+    if lengths is None:
         raise IntentError(
             f"{path}: no {unit} is usable ({total:,} rejected"
             + (f"; see {rejects_file}" if rejects_file else "")
             + ")"
         )
-    shortest, longest, n_accepted, n_scored = (int(v) for v in lengths)
+    shortest, longest, n_accepted, n_scored = (
+        int(lengths[k]) for k in ("shortest", "longest", "count", "scored")
+    )
     ranks = split_rows.join(target_ranks(accepted), S.TARGET_ID, "left").select(
         S.DATASET,
         S.SPLIT,
