@@ -189,11 +189,22 @@ def _sql_settings(jvm: Any) -> list[str]:
 STORE_JARS = ("hadoop-aws-*.jar", "bundle-*.jar")
 
 
-def delta_jars() -> list[str]:
-    """Paths of the cached Delta jars (and the S3A jars, where cached), or an empty list."""
+def delta_jars(store: bool = False) -> list[str]:
+    """Paths of the cached Delta jars, and with ``store`` the S3A jars where cached (their AWS SDK
+    bundle is 558 MB: a JVM that reads no store starts 3-4 s sooner without it, and a cluster's
+    executors need not fetch it), or an empty list."""
     if not JARS_DIR.is_dir():
         return []
-    return sorted(str(p) for pattern in ("delta-*.jar", *STORE_JARS) for p in JARS_DIR.glob(pattern))
+    patterns = ("delta-*.jar", *(STORE_JARS if store else ()))
+    return sorted(str(p) for pattern in patterns for p in JARS_DIR.glob(pattern))
+
+
+def needs_store(*paths: object) -> bool:
+    """Whether a session reaches an object store: one of its paths is an ``s3a://`` or ``s3://``
+    URI, or ``AWS_ENDPOINT_URL`` names an S3-API store."""
+    from intent_spark.lake.files import ENDPOINT_ENV, on_store
+
+    return bool(os.environ.get(ENDPOINT_ENV)) or any(isinstance(p, str) and on_store(p) for p in paths)
 
 
 def store_conf() -> dict[str, str]:
@@ -217,8 +228,10 @@ def store_conf() -> dict[str, str]:
 def build_session(
     app_name: str = "intent-spark",
     overrides: Mapping[str, str] | None = None,
+    *,
+    store: bool = False,
 ) -> SparkSession:
-    """Return the active session or build one with Delta configured.
+    """Return the active session or build one with Delta configured (and S3A, with ``store``).
 
     Precedence, lowest first: BASE_CONF and LOCAL_CONF, then ``overrides`` (from a conf
     profile), then whatever ``spark-submit`` already set.
@@ -233,7 +246,7 @@ def build_session(
         conf.update(LOCAL_CONF)
     conf.update(overrides or {})
     if not any(k in submitted for k in ("spark.jars", "spark.jars.packages")):
-        jars = delta_jars()
+        jars = delta_jars(store or needs_store())
         if jars:
             conf["spark.jars"] = ",".join(jars)
         else:  # resolved by Spark's Ivy; ~/.m2 is searched first, so cached jars need no network

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from intent_spark.core import schema as S
 from intent_spark.core.conf import CONF_DIR
@@ -23,6 +24,13 @@ def _spark_overrides(args: argparse.Namespace) -> dict[str, str]:
     from intent_spark.lake.session import spark_settings
 
     return spark_settings(getattr(args, "spark_profile", None), getattr(args, "spark_conf", None) or [])
+
+
+def _session(command: str, args: argparse.Namespace) -> Any:
+    """The command's Spark session, with the S3A connector where one of its paths is on a store."""
+    from intent_spark.lake.session import build_session, needs_store
+
+    return build_session(f"intent-{command}", _spark_overrides(args), store=needs_store(*vars(args).values()))
 
 
 # The commands that write a dataset's tables, and the argument naming it: each holds the
@@ -62,12 +70,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     conf = at_item_level(load_source(args.conf or args.dataset), args.item_level)
     from intent_spark.ingest import ingest_source
     from intent_spark.ingest.files import check_source_folder
-    from intent_spark.lake.session import build_session
 
     check_source_folder(args.raw)
 
     report = reporter("ingest")
-    spark = build_session("intent-ingest", _spark_overrides(args))
+    spark = _session("ingest", args)
     summary = ingest_source(spark, conf, args.raw, args.lake, dataset=args.dataset, progress=report)
     report(
         f"{summary.dataset}: {summary.raw_rows:,} raw rows in {summary.files} file(s) -> "
@@ -82,7 +89,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_split(args: argparse.Namespace) -> int:
     from intent_spark.core.datasets import parse_dataset
     from intent_spark.lake.files import on_store
-    from intent_spark.lake.session import build_session
     from intent_spark.lake.tables import has_table, ingested_source, read_table
     from intent_spark.split.conf import load_split_conf
     from intent_spark.split.protocols import run_protocol_split
@@ -109,7 +115,7 @@ def cmd_split(args: argparse.Namespace) -> int:
         overrides.setdefault("manual_cutoff", None)
         overrides.setdefault("manual_val_cutoff", None)
     report = reporter("split")
-    spark = build_session("intent-split", _spark_overrides(args))
+    spark = _session("split", args)
     if (
         not has_table(spark, args.lake, S.EVENTS)
         or read_table(spark, args.lake, S.EVENTS, ref.source).isEmpty()
@@ -136,10 +142,9 @@ def cmd_split(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from intent_spark.checks.verify import lake_datasets, verify_dataset
     from intent_spark.lake.integrity import DamagedTable, lake_faults
-    from intent_spark.lake.session import build_session
 
     report = reporter("verify")
-    spark = build_session("intent-verify", _spark_overrides(args))
+    spark = _session("verify", args)
     failed = []
     for table, faults in lake_faults(spark, args.lake).items():
         for fault in faults:  # the same line a command reading the table stops with
@@ -175,11 +180,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from intent_spark.checks.audit import REJECT, read_audit, write_audit
-    from intent_spark.lake.session import build_session
     from intent_spark.lake.tables import ingested_source
 
     report = reporter("audit")
-    spark = build_session("intent-audit", _spark_overrides(args))
+    spark = _session("audit", args)
     conf = load_source(args.conf or ingested_source(spark, args.lake, args.dataset))
     path = write_audit(spark, args.lake, args.dataset, conf, args.floor_users, args.out)
     table = read_audit(path)
@@ -255,14 +259,13 @@ def cmd_check_model(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from intent_spark.lake.session import build_session
     from intent_spark.lake.tracking import default_tracking_uri
     from intent_spark.train.fit import train
 
     conf = _models_conf(args)
     uri = default_tracking_uri(args.lake, args.tracking_uri)
     report = reporter("train")
-    spark = build_session("intent-train", _spark_overrides(args))
+    spark = _session("train", args)
     run_id = train(
         spark,
         args.lake,
@@ -279,14 +282,13 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from intent_spark.lake.session import build_session
     from intent_spark.lake.tracking import default_tracking_uri
     from intent_spark.train.score import score
 
     conf = _models_conf(args)
     uri = default_tracking_uri(args.lake, args.tracking_uri)
     report = reporter("score")
-    spark = build_session("intent-score", _spark_overrides(args))
+    spark = _session("score", args)
     if args.export:
         from intent_spark.train.score import export_top_items
 
@@ -320,10 +322,9 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from intent_spark.exchange.tasks import export_tasks
-    from intent_spark.lake.session import build_session
 
     report = reporter("export")
-    spark = build_session("intent-export", _spark_overrides(args))
+    spark = _session("export", args)
     done = export_tasks(
         spark, args.lake, args.dataset, args.out, splits=args.split, context=args.context, progress=report
     )
@@ -335,14 +336,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from intent_spark.exchange.submissions import check_name, check_submission_file, submit
-    from intent_spark.lake.session import build_session
     from intent_spark.lake.tracking import default_tracking_uri
 
     check_name(args.name)
     check_submission_file(args.predictions)  # a bad file is refused before Spark starts
     uri = None if args.no_mlflow else default_tracking_uri(args.lake, args.tracking_uri)
     report = reporter("submit")
-    spark = build_session("intent-submit", _spark_overrides(args))
+    spark = _session("submit", args)
     scored = submit(
         spark,
         args.lake,
@@ -366,7 +366,6 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_transfer(args: argparse.Namespace) -> int:
-    from intent_spark.lake.session import build_session
     from intent_spark.lake.tracking import default_tracking_uri
     from intent_spark.train.conf import load_models_conf
     from intent_spark.train.transfer import score_transfer
@@ -374,7 +373,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     conf = load_models_conf(args.models_conf)
     uri = default_tracking_uri(args.lake, args.tracking_uri)
     report = reporter("transfer")
-    spark = build_session("intent-transfer", _spark_overrides(args))
+    spark = _session("transfer", args)
     rows = score_transfer(
         spark, args.lake, args.source, args.target, conf, tracking_uri=uri, model=args.model, progress=report
     )
@@ -387,14 +386,13 @@ def cmd_transfer(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from intent_spark.core.datasets import parse_dataset
     from intent_spark.evaluate.metrics import evaluate
-    from intent_spark.lake.session import build_session
     from intent_spark.lake.tracking import default_tracking_uri
     from intent_spark.split.conf import load_split_conf
 
     floor = load_split_conf(args.conf or CONF_DIR / "split.yaml", args.dataset).floor_users
     uri = None if args.no_mlflow else default_tracking_uri(args.lake, args.tracking_uri)
     report = reporter("evaluate")
-    spark = build_session("intent-evaluate", _spark_overrides(args))
+    spark = _session("evaluate", args)
     rows = evaluate(
         spark,
         args.lake,
@@ -421,7 +419,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from intent_spark.lake.files import on_store
-    from intent_spark.lake.session import build_session
     from intent_spark.lake.tracking import default_tracking_uri, log_report
     from intent_spark.report.build import build_report
 
@@ -431,7 +428,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             "store has not; give --out a local folder or a Volume"
         )
     report = reporter("report")
-    spark = build_session("intent-report", _spark_overrides(args))
+    spark = _session("report", args)
     datasets = args.dataset or None
     page = build_report(
         spark, args.lake, Path(args.out), datasets, correction=args.correction, progress=report

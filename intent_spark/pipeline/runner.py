@@ -111,9 +111,10 @@ class Runner:
     @property
     def spark(self) -> Any:
         if self._spark is None:
-            from intent_spark.lake.session import build_session
+            from intent_spark.lake.session import build_session, needs_store
 
-            self._spark = build_session("intent-run", self.spark_settings)
+            paths = [self.lake, *(entry.raw for entry in self.conf.datasets)]
+            self._spark = build_session("intent-run", self.spark_settings, store=needs_store(*paths))
         return self._spark
 
     @property
