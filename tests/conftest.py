@@ -47,7 +47,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
 # an expensive one form one unit of work. (xdist's own `--dist loadgroup` marks do not take on
 # pytest 9, whose node ids no longer read the `_nodeid` that xdist rewrites.) Not the modules of
 # ``reference_run``: they hold the slowest tests (killed drivers, the cluster, MLflow stopped),
-# and building the reference on both workers (about 100 s) costs less than running them all on one.
+# and the reference is built once for both workers (a lock and a shared folder).
 SHARED_FIXTURE_GROUPS = {
     "split_lake": "generated_lake",
     "generated_lake": "generated_lake",
@@ -178,12 +178,23 @@ def write_run_conf(folder: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def reference_run(spark, tmp_path_factory) -> Path:
-    """`intent run` of ``write_run_conf`` without interruption, in this process: the workdir
-    (``raw/hm``, ``lake``) whose tables a resumed run and a cluster run must equal."""
+    """`intent run` of ``write_run_conf`` without interruption: the workdir (``raw/hm``, ``lake``)
+    whose tables a resumed run and a cluster run must equal. Built once per test run, by the
+    first worker to ask, in its own process; the other worker waits on the lock and reads the
+    same folder (every test reads it or copies it, none writes it)."""
+    import fcntl
+
     from intent_spark.cli import main
 
-    folder = tmp_path_factory.mktemp("reference")
-    assert main(["run", "--conf", str(write_run_conf(folder))]) == 0
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest-xdist: the workers' temp folders share this parent
+        shared = shared.parent
+    folder, finished = shared / "reference", shared / "reference.finished"
+    with (shared / "reference.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not finished.exists():
+            assert main(["run", "--conf", str(write_run_conf(folder))]) == 0
+            finished.touch()
     return folder / "work"
 
 
@@ -218,9 +229,22 @@ def same_tables(
 
     for table in tables:
         one, other = read(left, table), read(right, table)
-        rows = one.count()
-        assert rows == other.count() and (rows == 0) == (table in empty), (table, rows)
-        assert one.exceptAll(other).count() == 0 and other.exceptAll(one).count() == 0, table
+        # one Spark job per table: each distinct row with its copies on either side (the multiset
+        # comparison exceptAll makes both ways, nulls equal to nulls), then the sums over them
+        side = F.col("_side")
+        copies = (
+            one.withColumn("_side", F.lit(1))
+            .unionByName(other.withColumn("_side", F.lit(2)))
+            .groupBy(*one.columns)
+            .agg(F.count(F.when(side == 1, 1)).alias("_one"), F.count(F.when(side == 2, 1)).alias("_other"))
+        )
+        ones, others, differing = copies.agg(
+            F.coalesce(F.sum("_one"), F.lit(0)),
+            F.coalesce(F.sum("_other"), F.lit(0)),
+            F.count(F.when(F.col("_one") != F.col("_other"), 1)),
+        ).first()
+        assert ones == others and (ones == 0) == (table in empty), (table, ones, others)
+        assert differing == 0, (table, f"{differing} distinct rows differ in their copies")
 
 
 def free_port() -> int:

@@ -237,6 +237,15 @@ def test_an_edited_checksum_manifest_fails_verify_naming_the_table(spark, refere
 # --- MLflow goes away ------------------------------------------------------------------------
 
 
+def _finished_until_training(reference_run: Path, to: Path) -> None:
+    """The reference's lake with only its stages before training recorded as finished: a run of
+    the same dataset skips ingest, split and verify and trains first."""
+    shutil.copytree(reference_run / "lake", to, ignore=shutil.ignore_patterns("_locks"))
+    record = to / "_stages" / "hm.json"
+    stages = json.loads(record.read_text())
+    record.write_text(json.dumps({k: v for k, v in stages.items() if k in ("ingest", "split", "verify")}))
+
+
 @pytest.mark.slow
 def test_mlflow_stopped_mid_run_fails_the_stage_in_one_line_and_a_rerun_continues(
     spark, reference_run, tmp_path
@@ -249,6 +258,7 @@ def test_mlflow_stopped_mid_run_fails_the_stage_in_one_line_and_a_rerun_continue
     port = free_port()
     uri = f"http://127.0.0.1:{port}"
     work = tmp_path / "work"
+    _finished_until_training(reference_run, work / "lake")
     conf = tmp_path / "run.yaml"
     conf.write_text(
         f"workdir: {work}\nseed: 3\ntracking_uri: {uri}\n"
@@ -266,7 +276,9 @@ def test_mlflow_stopped_mid_run_fails_the_stage_in_one_line_and_a_rerun_continue
         stop_mlflow_server(server)  # the model is fitted, its run open: the store goes away
         go.touch()
         assert run.wait(timeout=300) == 1
-        line = _error_line(run.stderr.read())
+        err = run.stderr.read()
+        assert "hm: verify skipped (inputs unchanged since it finished)" in err, err[-3000:]
+        line = _error_line(err)
         assert line == (
             f"intent run: train popularity of hm failed: IntentError: MLflow at {uri} is unreachable "
             "(connection refused); start it, or point --tracking-uri elsewhere, and rerun: no run of "
