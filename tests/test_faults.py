@@ -237,10 +237,18 @@ def test_an_edited_checksum_manifest_fails_verify_naming_the_table(spark, refere
 # --- MLflow goes away ------------------------------------------------------------------------
 
 
+# what training, scoring and evaluating write: absent from a lake finished up to training
+AFTER_TRAINING = (
+    "catalogue", "train_sequences", "score_events", "model_inputs", "ranks", "user_metrics", "metrics",
+    "comparisons", "_staging",
+)  # fmt: skip
+
+
 def _finished_until_training(reference_run: Path, to: Path) -> None:
-    """The reference's lake with only its stages before training recorded as finished: a run of
-    the same dataset skips ingest, split and verify and trains first."""
-    shutil.copytree(reference_run / "lake", to, ignore=shutil.ignore_patterns("_locks"))
+    """The reference's lake as it stood after verify, its stages before training recorded as
+    finished: a run of the same dataset skips ingest, split and verify and trains first, and
+    every later table holds only what that run writes."""
+    shutil.copytree(reference_run / "lake", to, ignore=shutil.ignore_patterns("_locks", *AFTER_TRAINING))
     record = to / "_stages" / "hm.json"
     stages = json.loads(record.read_text())
     record.write_text(json.dumps({k: v for k, v in stages.items() if k in ("ingest", "split", "verify")}))

@@ -34,7 +34,7 @@ def _missing() -> str | None:
     return None
 
 
-def start_store(port: int, log: Path) -> subprocess.Popen:
+def start_store(port: int, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     """moto's S3 server on 127.0.0.1:PORT in its own process group, once it accepts connections."""
     with log.open("ab") as err:
         server = subprocess.Popen(
@@ -42,6 +42,7 @@ def start_store(port: int, log: Path) -> subprocess.Popen:
             stdout=subprocess.DEVNULL,
             stderr=err,
             start_new_session=True,
+            env={**os.environ, **(env or {})},
         )
     deadline = time.monotonic() + 60
     while True:
@@ -171,3 +172,74 @@ def test_an_unreachable_store_or_a_missing_bucket_is_one_line_naming_the_uri(
         "the command stopped there, each table keeps its last committed version"
     )
     assert not (lake / "events").exists()
+
+
+@pytest.fixture
+def checking_store(tmp_path) -> Iterator[tuple[str, dict[str, str]]]:
+    """A server that checks credentials (moto's IAM: the first three requests create a user, its
+    policy and its key, every later one must be signed by a key it knows), holding a bucket with
+    one raw file; its endpoint and the user's good credentials."""
+    reason = _missing()
+    if reason:
+        pytest.skip(reason)
+    import boto3
+
+    port = free_port()
+    server = start_store(port, tmp_path / "moto.log", {"INITIAL_NO_AUTH_ACTION_COUNT": "3"})
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        iam = boto3.client(
+            "iam", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="setup",
+            aws_secret_access_key="setup",
+        )  # fmt: skip
+        iam.create_user(UserName="intent")
+        iam.put_user_policy(
+            UserName="intent",
+            PolicyName="everything",
+            PolicyDocument='{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}',
+        )
+        key = iam.create_access_key(UserName="intent")["AccessKey"]
+        good = {"AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
+        store = pafs.S3FileSystem(
+            access_key=good["AWS_ACCESS_KEY_ID"], secret_key=good["AWS_SECRET_ACCESS_KEY"],
+            endpoint_override=f"127.0.0.1:{port}", scheme="http", region="us-east-1",
+            allow_bucket_creation=True,
+        )  # fmt: skip
+        store.create_dir(BUCKET)
+        with store.open_output_stream(f"{BUCKET}/raw/hm/transactions_train.csv") as sink:
+            sink.write(b"t_dat,customer_id,article_id,price,sales_channel_id\n")
+        yield endpoint, good
+    finally:
+        stop_store(server)
+
+
+@pytest.mark.parametrize("wrong", ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"])
+def test_a_wrong_credential_is_one_line_naming_the_uri_and_commits_nothing(
+    checking_store, wrong, tmp_path, capsys, monkeypatch
+):
+    """The raw folder of a store that refuses the key (an unknown access key, or a secret that
+    does not sign for it): refused before Spark starts, no lake written. With the user's own
+    credentials the same folder is found (the refusal is the credential's)."""
+    from intent_spark.cli import main
+    from intent_spark.ingest.files import check_source_folder
+    from intent_spark.lake import files
+
+    endpoint, good = checking_store
+    raw, lake = f"s3a://{BUCKET}/raw/hm", tmp_path / "lake"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    for name, value in good.items():
+        monkeypatch.setenv(name, value)
+    files._store.cache_clear()
+    try:
+        assert check_source_folder(raw)[1] == f"{BUCKET}/raw/hm"
+        monkeypatch.setenv(wrong, "not-the-right-one")
+        files._store.cache_clear()
+        assert main(["ingest", "--dataset", "hm", "--lake", str(lake), "--raw", raw]) == 2
+    finally:
+        files._store.cache_clear()
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"intent ingest: error: {raw}: access denied (the credentials: AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY); the command stopped there, each table keeps its last committed version"
+    )
+    assert not list(lake.glob("*/_delta_log"))  # no table was created
