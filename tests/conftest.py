@@ -37,6 +37,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
             "spark.driver.memory": "2g",
             "spark.databricks.delta.snapshotPartitions": "2",
         },
+        store=True,  # S3A, where `make setup-s3` cached it: the store test reads its lake back
     )
     yield session
     session.stop()

@@ -167,8 +167,10 @@ class Runner:
             conf = replace(conf, events=replace(conf.events, action=action))
         return conf
 
-    def raw_folder(self, entry: DatasetEntry) -> Path:
-        return Path(entry.raw) if entry.raw else self.base / "raw" / entry.name
+    def raw_folder(self, entry: DatasetEntry) -> str:
+        """The release folder: the conf's ``raw`` as written (a local path or an ``s3a://`` URI,
+        which a Path would cut to ``s3a:/``), else the generated one under the workdir."""
+        return entry.raw if entry.raw else str(self.base / "raw" / entry.name)
 
     def inputs_of(self, stage: str, dataset: str, model: str | None = None) -> str | None:
         """The inputs an earlier task finished (or, in a plan, would run) with."""
@@ -212,13 +214,13 @@ class Runner:
                 continue
             folder = self.raw_folder(entry)
 
-            def work(entry: DatasetEntry = entry, folder: Path = folder) -> None:
+            def work(entry: DatasetEntry = entry, folder: str = folder) -> None:
                 generate_release(
-                    entry.source_name, folder, entry.events, seed=self.conf.seed, progress=self.progress
+                    entry.source_name, Path(folder), entry.events, seed=self.conf.seed, progress=self.progress
                 )
 
-            def inputs(entry: DatasetEntry = entry, folder: Path = folder) -> str:
-                if not raw_listing(str(folder)):
+            def inputs(entry: DatasetEntry = entry, folder: str = folder) -> str:
+                if not raw_listing(folder):
                     self.log(entry.name).done.pop("generate", None)  # the files went: make them again
                 return fingerprint("generate", entry.source_name, entry.events, self.conf.seed)
 
@@ -233,18 +235,18 @@ class Runner:
             conf = self.source_conf(entry)
             folder = self.raw_folder(entry)
 
-            def work(entry: DatasetEntry = entry, conf: SourceConf = conf, folder: Path = folder) -> None:
+            def work(entry: DatasetEntry = entry, conf: SourceConf = conf, folder: str = folder) -> None:
                 summary = ingest_source(
-                    self.spark, conf, str(folder), self.lake, dataset=entry.name, progress=self.progress
+                    self.spark, conf, folder, self.lake, dataset=entry.name, progress=self.progress
                 )
                 self.progress(
                     f"{entry.name}: {summary.events:,} events, {summary.rejects:,} rejects, {summary.items:,} items"
                 )
 
-            def inputs(name: str = entry.name, conf: SourceConf = conf, folder: Path = folder) -> str | None:
+            def inputs(name: str = entry.name, conf: SourceConf = conf, folder: str = folder) -> str | None:
                 if ("generate", name, None) in self.planned_runs:
                     return None  # the release is written first; its files' times are not known yet
-                return fingerprint("ingest", raw_listing(str(folder)), repr(conf))
+                return fingerprint("ingest", raw_listing(folder), repr(conf))
 
             tasks.append(Task("ingest", entry.name, work, inputs, upstream=f"generate of {entry.name}"))
         return tasks
