@@ -62,8 +62,8 @@ What a submission costs grows with its list items, rows times list length: every
 checked against the catalogue and within its list, and the target is looked up in its list,
 each in one pass. On two cores, 14,217 lists of 20 items took 24 s and lists of the whole
 569-item catalogue 52 s, Spark's start included; beyond the start, about 1 s per million list
-items (306,402 lists of 100 items: 64 s). Lists of 100 items give every K the report shows; longer lists cost more and change
-nothing.
+items (306,402 lists of 100 items: 64 s). Lists of 100 items give every K the report shows;
+longer lists cost more and change nothing.
 """
 
 
