@@ -181,8 +181,8 @@ def write_run_conf(folder: Path) -> Path:
 def reference_run(spark, tmp_path_factory) -> Path:
     """`intent run` of ``write_run_conf`` without interruption: the workdir (``raw/hm``, ``lake``)
     whose tables a resumed run and a cluster run must equal. Built once per test run, by the
-    first worker to ask, in its own process; the other worker waits on the lock and reads the
-    same folder (every test reads it or copies it, none writes it)."""
+    first worker to ask, in that worker's process; the other worker waits on the lock and reads
+    the same folder (every test reads its tables or copies them, none writes them)."""
     import fcntl
 
     from intent_spark.cli import main
