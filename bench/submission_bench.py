@@ -1,7 +1,8 @@
 """What a submission costs: `intent submit` as a user runs it (its own process, Spark's start
-included) on generated events (H&M by default), with lists of 20 items and lists of the whole catalogue, and
-the same check in the running session at growing list lengths for the cost per million list
-items. Every list is a random order of catalogue items (a clean file: no row is rejected).
+included) on generated events (H&M by default), with lists of 20 items and lists of the whole
+catalogue, and the same check in the running session at growing list lengths for the cost per
+million list items. Every list is a random order of catalogue items (a clean file: no row is
+rejected).
 
     .venv/bin/python bench/submission_bench.py --events 20000 --out bench/results/submissions.json
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -20,10 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-# --code names another checkout to time (the code before a change): its intent_spark is imported
-CODE = Path(sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv else Path(__file__).parent.parent)
-REPO = CODE.resolve()
-sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parent.parent
 
 
 def prepare(work: Path, dataset: str, events: int, seed: int) -> tuple[str, Path]:
@@ -59,14 +58,14 @@ def write_lists(tasks: Path, length: int | None, path: Path, seed: int) -> tuple
     return len(ids), len(ids) * n
 
 
-def run_submit(lake: str, dataset: str, path: Path, name: str) -> float:
-    """Seconds of ``intent submit`` in its own process, start-up included."""
+def run_submit(code: Path, lake: str, dataset: str, path: Path, name: str) -> float:
+    """Seconds of ``intent submit`` of the checkout ``code`` in its own process, start-up included."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     started = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "intent_spark.cli", "submit", "--dataset", dataset, "--lake", lake,
          "--predictions", str(path), "--name", name, "--strict"],
-        cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL,
+        cwd=code, env=env, check=True, stdout=subprocess.DEVNULL,
     )  # fmt: skip
     return time.perf_counter() - started
 
@@ -79,12 +78,16 @@ def main() -> int:
     parser.add_argument("--work", default="/tmp/submission-bench")
     parser.add_argument("--lengths", type=int, nargs="+", default=[20, 100, 0], help="0: the whole catalogue")
     parser.add_argument("--out", default="bench/results/submissions.json")
-    parser.add_argument("--code", default=str(REPO), help="the checkout whose code is timed")
+    parser.add_argument(
+        "--code",
+        default=str(REPO),
+        help="the checkout whose code is timed (another: the code before a change)",
+    )
     args = parser.parse_args()
+    code = Path(args.code).resolve()
+    sys.path.insert(0, str(code))  # every intent_spark import below is that checkout's
     work = Path(args.work)
     if work.exists():
-        import shutil
-
         shutil.rmtree(work)
     work.mkdir(parents=True)
     started = time.perf_counter()
@@ -99,7 +102,7 @@ def main() -> int:
     for length in args.lengths:
         path = work / f"lists_{length or 'all'}.parquet"
         targets, items = write_lists(tasks, length or None, path, args.seed)
-        command = run_submit(lake, args.dataset, path, f"cli_{length or 'all'}")
+        command = run_submit(code, lake, args.dataset, path, f"cli_{length or 'all'}")
         began = time.perf_counter()
         scored = submit(spark, lake, args.dataset, str(path), f"session_{length or 'all'}", strict=True)
         session = time.perf_counter() - began
