@@ -10,20 +10,35 @@ so a bug in the library's checksum code cannot hide a difference.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import MapType
 
 JARS = Path(__file__).resolve().parent.parent / ".jars"
 TABLES = ("splits", "holdout", "targets", "catalogue", "ranks", "user_metrics", "metrics", "comparisons")
 
 
-def session() -> SparkSession:
-    jars = ",".join(str(p) for p in sorted(JARS.glob("delta-*.jar")))
+def session(store: bool = False) -> SparkSession:
+    """Delta's jars; with ``store``, S3A's too (a lake at s3a://, the store named by AWS_ENDPOINT_URL)."""
+    found = sorted(JARS.glob("delta-*.jar"))
+    if store:
+        found += sorted(JARS.glob("hadoop-aws-*.jar")) + sorted(JARS.glob("bundle-*.jar"))
+    jars = ",".join(str(p) for p in found)
+    builder = SparkSession.builder
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    if store and endpoint:
+        builder = (
+            builder.config("spark.hadoop.fs.s3a.endpoint", endpoint)
+            .config("spark.hadoop.fs.s3a.path.style.access", "true")
+            .config("spark.hadoop.fs.s3a.connection.ssl.enabled", str(endpoint.startswith("https")).lower())
+            .config("spark.hadoop.fs.s3a.endpoint.region", os.environ.get("AWS_REGION", "us-east-1"))
+        )
     return (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName("lake-checksums")
         .config("spark.jars", jars)
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
@@ -34,24 +49,32 @@ def session() -> SparkSession:
     )
 
 
-def checksums(spark: SparkSession, lake: Path, table: str) -> list[tuple[str, str, int, str]]:
+def checksums(spark: SparkSession, lake: str, table: str) -> list[tuple[str, str, int, str]]:
     """(table, group, rows, sum of xxhash64 over the row's columns in name order) per group."""
-    df = spark.read.format("delta").load(str(lake / table))
+    df = spark.read.format("delta").load(f"{str(lake).rstrip('/')}/{table}")
     keys = [c for c in ("dataset", "model") if c in df.columns]
-    row_hash = F.xxhash64(*[F.col(f"`{c}`") for c in sorted(df.columns)]).cast("decimal(38,0)")
+    # a map hashes by its entries in key order (Spark refuses to hash maps: their order is free)
+    columns = [
+        F.array_sort(F.map_entries(F.col(f"`{f.name}`")))
+        if isinstance(f.dataType, MapType)
+        else F.col(f"`{f.name}`")
+        for f in sorted(df.schema.fields, key=lambda f: f.name)
+    ]
+    row_hash = F.xxhash64(*columns).cast("decimal(38,0)")
     rows = df.groupBy(*keys).agg(F.count(F.lit(1)).alias("n"), F.sum(row_hash).alias("s")).collect()
     return sorted((table, "/".join(str(r[k]) for k in keys), int(r["n"]), str(r["s"])) for r in rows)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("lake", type=Path)
+    parser.add_argument("lake", help="a folder, or an s3a:// URI (the S3A jars of make setup-s3)")
     parser.add_argument("--tables", nargs="*", default=list(TABLES))
     args = parser.parse_args()
-    spark = session()
+    on_store = args.lake.startswith(("s3a://", "s3://"))
+    spark = session(store=on_store)
     spark.sparkContext.setLogLevel("ERROR")
     for table in args.tables:
-        if not (args.lake / table / "_delta_log").is_dir():
+        if not on_store and not (Path(args.lake) / table / "_delta_log").is_dir():
             print(f"{table}\t-\tabsent\t-")
             continue
         for name, group, rows, total in checksums(spark, args.lake, table):

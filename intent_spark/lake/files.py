@@ -46,16 +46,35 @@ _STORE_REASONS = {
 }
 
 
+# S3A's (the JVM's) words for the same faults, as Spark passes them up in a Py4JJavaError
+_S3A_REASONS = (
+    (
+        r"Connection refused|Unable to execute HTTP request|connect timed out|UnknownHostException",
+        "NETWORK_CONNECTION",
+    ),
+    (r"AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch|403 Forbidden", "ACCESS_DENIED"),
+    (r"NoSuchBucket|bucket does not exist", "NO_SUCH_BUCKET"),
+)
+
+
 def store_error(exc: BaseException) -> str | None:
-    """pyarrow's error from an object store as one line naming the URI; None for any other error."""
+    """An object store's error, from pyarrow or from Spark's S3A connector, as one line naming the
+    URI; None for any other error."""
     text = str(exc)
     where = re.search(r"key '(?P<key>[^']*)' in bucket '(?P<bucket>[^']*)'", text)
     code = re.search(r"AWS Error (\w+)", text)
-    if where is None or code is None:
-        return None
+    uri = f"s3a://{where['bucket']}/{where['key']}" if where else None
+    if uri is None or code is None:
+        java = re.search(r"(?P<uri>s3a?://[^\s:,;'\"\]\)]*[^\s:,;'\"\]\).])", text)
+        found = next((name for pattern, name in _S3A_REASONS if re.search(pattern, text)), None)
+        if java is None or found is None:
+            return None
+        uri, reason_code = java["uri"], found
+    else:
+        reason_code = code[1]
     endpoint = os.environ.get(ENDPOINT_ENV) or "AWS"
-    reason = _STORE_REASONS.get(code[1], code[1].lower().replace("_", " ")).format(endpoint=endpoint)
-    return f"s3a://{where['bucket']}/{where['key']}: {reason}; the command stopped there, each table keeps its last committed version"
+    reason = _STORE_REASONS.get(reason_code, reason_code.lower().replace("_", " ")).format(endpoint=endpoint)
+    return f"{uri}: {reason}; the command stopped there, each table keeps its last committed version"
 
 
 def filesystem(root: str) -> tuple[pafs.FileSystem, str]:

@@ -12,9 +12,12 @@ once with one line naming the first (its command, process, host and start). A lo
 process is gone (same host, no such process, or one started later) is taken over.
 
 Variants (``amazon_hk.seed1``, ``amazon_hk.origin2``) lock their source: they read its events
-and are written by the same runs. A lake on an object store (``s3://``) has no atomic create;
-there, as on a scheduler, runs of one dataset must be serialized by the job (the bundle's
-``max_concurrent_runs: 1``).
+and are written by the same runs. A lake on an object store (``s3a://``, ``s3://``) has neither
+hard links nor rename; there the lock is an object created by a conditional write
+(``If-None-Match: *``: the store creates it only if no object has that key), and a dead
+holder's lock is deleted only if it is still that holder's (``If-Match`` on its ETag). A store
+that refuses conditional writes takes no lock, and the command says that runs of one dataset
+must then be serialised by the job (the bundle's ``max_concurrent_runs: 1``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ from intent_spark.core.datasets import parse_dataset
 from intent_spark.core.errors import IntentError
 
 LOCKS = "_locks"
+UNLOCKED_STORE = (
+    "{lake}: no lock taken ({why}); runs of one dataset of this lake must be serialised by "
+    "whoever starts them (one job at a time: databricks.yml's max_concurrent_runs: 1)"
+)
 
 
 def _local_root(lake: str) -> Path | None:
@@ -126,18 +133,163 @@ def _release_stale(path: Path, holder: dict[str, Any]) -> bool:
         aside.unlink(missing_ok=True)
 
 
+class _FolderLocks:
+    """Lock files in ``LAKE/_locks`` of a local (or FUSE) folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.folder = root / LOCKS
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def where(self, source: str) -> str:
+        return str(self.folder / f"{source}.json")
+
+    def take(self, source: str, me: dict[str, Any]) -> dict[str, Any] | None:
+        return _take(self.folder / f"{source}.json", me)
+
+    def release_stale(self, source: str, holder: dict[str, Any]) -> bool:
+        return _release_stale(self.folder / f"{source}.json", holder)
+
+    def release(self, source: str) -> None:
+        with suppress(FileNotFoundError):
+            (self.folder / f"{source}.json").unlink()
+
+
+class _StoreLocks:
+    """Lock objects ``LAKE/_locks/<source>.json`` on an S3-API store, by conditional writes."""
+
+    def __init__(self, lake: str) -> None:
+        import boto3
+        from botocore.config import Config
+
+        from intent_spark.lake.files import ENDPOINT_ENV
+
+        bucket, _, prefix = lake.split("://", 1)[1].partition("/")
+        self.bucket, self.prefix = bucket, f"{prefix.strip('/')}/{LOCKS}/".lstrip("/")
+        self.lake = lake
+        endpoint = os.environ.get(ENDPOINT_ENV) or None
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+            config=Config(
+                s3={"addressing_style": "path"} if endpoint else {},
+                connect_timeout=5,
+                read_timeout=30,
+                retries={"max_attempts": 3},
+            ),
+        )
+        self.tags: dict[str, str] = {}  # the ETag of each lock read or written here
+
+    def where(self, source: str) -> str:
+        return f"{self.lake.rstrip('/')}/{LOCKS}/{source}.json"
+
+    def take(self, source: str, me: dict[str, Any]) -> dict[str, Any] | None:
+        from botocore.exceptions import ClientError
+
+        key = self.prefix + f"{source}.json"
+        try:
+            written = self.client.put_object(
+                Bucket=self.bucket, Key=key, Body=json.dumps(me).encode(), IfNoneMatch="*"
+            )
+            self.tags[source] = written["ETag"]
+            return None
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in (
+                "PreconditionFailed",
+                "ConditionalRequestConflict",
+            ):
+                raise
+        try:
+            found = self.client.get_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "NoSuchKey":
+                return {}  # released this instant: try again
+            raise
+        self.tags[source] = found["ETag"]
+        try:
+            return json.loads(found["Body"].read())
+        except ValueError:
+            return {}
+
+    def release_stale(self, source: str, holder: dict[str, Any]) -> bool:
+        """Delete the dead holder's object only if it is still the one read (its ETag)."""
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.delete_object(
+                Bucket=self.bucket, Key=self.prefix + f"{source}.json", IfMatch=self.tags[source]
+            )
+            return True
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "NoSuchKey"):
+                return False
+            raise
+
+    def release(self, source: str) -> None:
+        """Delete this writer's lock; where the store cannot be reached the lock stays, and the
+        next writer takes it over (its process is gone)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        with suppress(BotoCoreError, ClientError, KeyError):
+            self.client.delete_object(
+                Bucket=self.bucket, Key=self.prefix + f"{source}.json", IfMatch=self.tags[source]
+            )
+
+
+def _store_locks(lake: str, progress: Callable[[str], None]) -> _StoreLocks | None:
+    """The store's lock objects, or None (with the line saying so) where it cannot hold one."""
+    try:
+        locks = _StoreLocks(lake)
+    except ImportError:
+        progress(
+            UNLOCKED_STORE.format(lake=lake, why="boto3 is not installed: pip install 'intent-spark[store]'")
+        )
+        return None
+    return locks
+
+
+def _refused_condition(exc: BaseException) -> bool:
+    """A store that does not implement conditional writes (an older S3-API server)."""
+    response = getattr(exc, "response", None) or {}
+    code = response.get("Error", {}).get("Code", "")
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return code == "NotImplemented" or status == 501
+
+
+def _store_failure(lake: str, source: str, exc: BaseException) -> IntentError:
+    """A store error while taking a lock, as one line naming the lock's URI."""
+    from intent_spark.lake.files import ENDPOINT_ENV
+
+    code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code", "")
+    where = f"{lake.rstrip('/')}/{LOCKS}/{source}.json"
+    if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+        why = "access denied (the credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
+    elif code == "NoSuchBucket":
+        why = "no such bucket"
+    elif code:
+        why = f"the store refused the lock ({code})"
+    else:
+        why = f"the store does not answer at {os.environ.get(ENDPOINT_ENV) or 'AWS'}"
+    return IntentError(f"{where}: {why}; the command stopped before writing anything")
+
+
 @contextmanager
 def dataset_lock(
     lake: str, datasets: Iterable[str], command: str, progress: Callable[[str], None] = lambda _: None
 ) -> Iterator[None]:
     """Hold the write lock of every source of ``datasets`` inside the block (all or none)."""
-    root = _local_root(lake)
+    from intent_spark.lake.files import on_store
+
     sources = sorted({parse_dataset(d).source for d in datasets})
-    if root is None or not sources:
+    root = _local_root(lake)
+    locks: _FolderLocks | _StoreLocks | None = None
+    if sources and root is not None:
+        locks = _FolderLocks(root)
+    elif sources and on_store(lake):
+        locks = _store_locks(lake, progress)
+    if locks is None:
         yield
         return
-    folder = root / LOCKS
-    folder.mkdir(parents=True, exist_ok=True)
     pid = os.getpid()
     me = {
         "command": command,
@@ -146,27 +298,33 @@ def dataset_lock(
         "host": socket.gethostname(),
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    held: list[Path] = []
+    held: list[str] = []
     try:
         for source in sources:
-            path = folder / f"{source}.json"
             for _ in range(20):
-                holder = _take(path, me)
+                try:
+                    holder = locks.take(source, me)
+                except Exception as exc:
+                    if isinstance(locks, _FolderLocks):
+                        raise
+                    if _refused_condition(exc):
+                        progress(UNLOCKED_STORE.format(lake=lake, why="the store refuses conditional writes"))
+                        break
+                    raise _store_failure(lake, source, exc) from exc
                 if holder is None:
-                    held.append(path)
+                    held.append(source)
                     break
                 if holder and _alive(holder):
                     raise IntentError(
                         f"{lake}: {source} is being written by {describe(holder)}; this command stops "
-                        f"rather than mix its tables with that one's (delete {path} if that process is gone)"
+                        f"rather than mix its tables with that one's (delete {locks.where(source)} if that process is gone)"
                     )
-                if holder and _release_stale(path, holder):
+                if holder and locks.release_stale(source, holder):
                     progress(f"{source}: took over the lock of {describe(holder)}, which is gone")
                 time.sleep(0.05)
             else:
-                raise IntentError(f"{path}: could not take the lock (it kept changing hands)")
+                raise IntentError(f"{locks.where(source)}: could not take the lock (it kept changing hands)")
         yield
     finally:
-        for path in held:
-            with suppress(FileNotFoundError):
-                path.unlink()
+        for source in held:
+            locks.release(source)

@@ -2,7 +2,9 @@
 
 The default store is SQLite beside a local lake (``LAKE/../mlflow.db``, artifacts in
 ``LAKE/../mlartifacts``), so the embedded default needs no server; ``--tracking-uri`` or
-``MLFLOW_TRACKING_URI`` point anywhere else (a server, Databricks).
+``MLFLOW_TRACKING_URI`` point anywhere else (a server, Databricks). A lake on an object store
+with a SQLite tracking store keeps its artifacts on that store too (``s3://BUCKET/mlartifacts``
+beside ``s3a://BUCKET/lake``), so training and scoring processes on other machines reach them.
 """
 
 from __future__ import annotations
@@ -90,13 +92,26 @@ def close_abandoned_runs(tracking_uri: str, filter_string: str = "") -> list[str
 
 
 def default_tracking_uri(lake: str, explicit: str | None = None) -> str:
-    if explicit:
-        return explicit
-    if os.environ.get("MLFLOW_TRACKING_URI"):
-        return os.environ["MLFLOW_TRACKING_URI"]
-    if "://" in lake:
-        raise IntentError(f"{lake}: a remote lake needs --tracking-uri (or MLFLOW_TRACKING_URI)")
-    return f"sqlite:///{Path(lake).resolve().parent / 'mlflow.db'}"
+    """The tracking store of a lake: ``explicit``, else ``MLFLOW_TRACKING_URI``, else SQLite beside
+    a local lake. For a lake on an object store with a SQLite tracking store, the experiment is
+    made (if new) with its artifacts on the lake's store, beside the lake."""
+    from intent_spark.lake.files import on_store
+
+    uri = explicit or os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri:
+        if "://" in lake:
+            raise IntentError(f"{lake}: a remote lake needs --tracking-uri (or MLFLOW_TRACKING_URI)")
+        return f"sqlite:///{Path(lake).resolve().parent / 'mlflow.db'}"
+    if on_store(lake) and uri.startswith("sqlite:///"):
+        experiment_id(uri, artifact_location=store_artifact_root(lake))
+    return uri
+
+
+def store_artifact_root(lake: str) -> str:
+    """``s3://BUCKET/PARENT/mlartifacts`` for ``s3a://BUCKET/PARENT/lake`` (MLflow names S3 s3://)."""
+    path = lake.split("://", 1)[1].rstrip("/")
+    parent = path.rsplit("/", 1)[0] if "/" in path else path
+    return f"s3://{parent}/mlartifacts"
 
 
 def _artifact_root(tracking_uri: str) -> str | None:
@@ -122,7 +137,9 @@ def store(tracking_uri: str) -> Iterator[None]:
 
 
 @reaches_store
-def experiment_id(tracking_uri: str, name: str = EXPERIMENT) -> str:
+def experiment_id(tracking_uri: str, name: str = EXPERIMENT, artifact_location: str | None = None) -> str:
+    """The experiment's id, made on first use with its artifacts at ``artifact_location`` (else
+    beside a SQLite store); an experiment keeps the artifact location it was made with."""
     from mlflow import MlflowClient
 
     logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -130,7 +147,7 @@ def experiment_id(tracking_uri: str, name: str = EXPERIMENT) -> str:
     found = client.get_experiment_by_name(name)
     if found is not None:
         return found.experiment_id
-    return client.create_experiment(name, artifact_location=_artifact_root(tracking_uri))
+    return client.create_experiment(name, artifact_location=artifact_location or _artifact_root(tracking_uri))
 
 
 class TrainingRun:

@@ -43,8 +43,11 @@ class StageFailed(Exception):
     """A stage of ``intent run`` raised; carries which stage, for which dataset, and why."""
 
     def __init__(self, stage: str, dataset: str, cause: BaseException):
+        from intent_spark.lake.files import store_error
+
         first = (str(cause).strip().splitlines() or [""])[0][:300]
-        super().__init__(f"{stage} of {dataset} failed: {type(cause).__name__}: {first}")
+        why = store_error(cause) or f"{type(cause).__name__}: {first}"  # a store's fault: its URI
+        super().__init__(f"{stage} of {dataset} failed: {why}")
         self.stage, self.dataset = stage, dataset
 
 
