@@ -46,7 +46,19 @@ class SASRec(NextItemNetwork):
         self.encoder = nn.TransformerEncoder(layer, conf.blocks, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(conf.dims)
         self.input_dropout = nn.Dropout(conf.dropout)
-        self.init_id_embedding()
+        self.init_weights()
+
+    def init_weights(self) -> None:
+        """The original SASRec's start (Kang and McAuley's code, its PyTorch port, RecTools):
+        Xavier-normal on every weight matrix (ids, positions, attention, feed-forward), padding
+        id zero. Called last in ``__init__`` so the random draws come in one fixed order. With
+        torch's defaults instead (positions N(0, 1), far larger than the scaled ids) our SASRec
+        lost to RecTools' on MovieLens-100K (BENCHMARKS.md, "Fidelity")."""
+        for parameter in self.parameters():
+            if parameter.dim() > 1:
+                nn.init.xavier_normal_(parameter)
+        with torch.no_grad():
+            self.id_embedding.weight[0].zero_()
 
     def _embedded(
         self, sequences: torch.Tensor, item_table: torch.Tensor | None = None

