@@ -76,7 +76,7 @@ bench-pipeline: setup ## every stage at PIPELINE_EVENTS events against DuckDB, o
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/pipeline_bench.py --events $(PIPELINE_EVENTS) --out bench/results/pipeline.json
 
-bench-fidelity: setup ## ours beside RecTools and plain baselines on MovieLens-100K (each peer in its own bench/.venvs/)
+bench-fidelity: setup ## ours beside RecTools, RecBole and plain baselines on MovieLens-100K (each peer in its own bench/.venvs/)
 	$(PY) bench/fidelity/fidelity_bench.py --out bench/results/fidelity.json
 	mkdir -p docs/bench && cp bench/results/fidelity.json docs/bench/fidelity.json
 
