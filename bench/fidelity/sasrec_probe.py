@@ -69,34 +69,21 @@ def chunk_rows(items: np.ndarray, context: int) -> list[np.ndarray]:
     return [np.array(v, np.int64) for _, v in sorted(chunks.items()) if len(v) >= 2]
 
 
-class XavierSASRec(SASRec):
-    """Our network started as RecTools starts its SASRec: Xavier-normal on every weight matrix
-    (ids, positions, attention, feed-forward), and item vectors enter unscaled."""
+class TorchDefaultSASRec(SASRec):
+    """The start our SASRec had before it took the original's: torch's defaults on every layer
+    (positions N(0, 1)) and ids N(0, 1/dims)."""
 
-    scaled = False
+    def init_weights(self) -> None:
+        self.init_id_embedding()
 
-    def __init__(self, *args) -> None:
-        super().__init__(*args)
-        for parameter in self.parameters():
-            if parameter.dim() > 1:
-                torch.nn.init.xavier_normal_(parameter)
-        with torch.no_grad():
-            self.id_embedding.weight[0].zero_()
+
+class UnscaledSASRec(SASRec):
+    """Xavier-normal as ours, but item vectors enter unscaled (no sqrt(dims)), as in RecTools."""
 
     def _embedded(self, sequences, item_table=None):
         x, blocked = super()._embedded(sequences, item_table)
-        if self.scaled:
-            return x, blocked
-        length = sequences.shape[1]
-        positions = self.position(torch.arange(length, device=sequences.device))
+        positions = self.position(torch.arange(sequences.shape[1], device=sequences.device))
         return (x - positions) / math.sqrt(self.conf.dims) + positions, blocked
-
-
-class XavierScaledSASRec(XavierSASRec):
-    """Xavier-normal on every weight matrix, item vectors scaled by sqrt(dims): the original
-    SASRec's start (Kang and McAuley's code and its PyTorch port)."""
-
-    scaled = True
 
 
 def batches(rows: np.ndarray, batch_size: int, seed: int):
@@ -138,8 +125,9 @@ def main() -> None:
         "--init",
         nargs="+",
         default=["ours"],
-        help="ours; xavier: RecTools' start (Xavier-normal on every matrix, no sqrt(dims) input scale); "
-        "xavier_scaled: Xavier-normal with the sqrt(dims) scale (the original SASRec)",
+        help="ours: Xavier-normal on every matrix, ids scaled by sqrt(dims) (the original SASRec); "
+        "torch_default: the start ours had before (torch's layer defaults, ids N(0, 1/dims)); "
+        "unscaled: ours without the sqrt(dims) input scale (RecTools)",
     )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=None, help="append one JSON line per run")
@@ -172,7 +160,7 @@ def main() -> None:
         for beta2, steps, seed, init in itertools.product(args.betas, args.steps, args.seeds, args.init):
             torch.manual_seed(seed)
             conf = SASRecConf(blocks=2, heads=1, dims=64, dropout=0.2, context=args.context, seed=seed)
-            network = {"ours": SASRec, "xavier": XavierSASRec, "xavier_scaled": XavierScaledSASRec}[init](
+            network = {"ours": SASRec, "torch_default": TorchDefaultSASRec, "unscaled": UnscaledSASRec}[init](
                 n_items, n_trained, conf
             )
             losses: list[str] = []
