@@ -15,7 +15,10 @@ from intent_spark.train.plugin_errors import print_plugin_frames
 
 
 def _add_spark_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--spark-profile", help="conf/spark/NAME.yaml or a path (default: local)")
+    parser.add_argument(
+        "--spark-profile",
+        help="conf/spark/NAME.yaml or a path (default: $INTENT_SPARK_PROFILE, else the built-in local settings)",
+    )
     parser.add_argument("--spark-conf", action="append", metavar="KEY=VALUE", help="any Spark setting")
 
 

@@ -16,10 +16,13 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from intent_spark.lake.session import build_session
+from intent_spark.lake.session import PROFILE_ENV, build_session, spark_settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REAL_DATA = Path(os.environ.get("INTENT_REAL_DATA", REPO_ROOT.parent / "shared" / "data" / "real"))
+# Every session of the tests, in this process and in each `intent` child, uses the tiny-lake
+# profile (conf/spark/small.yaml): interpreted plans, no adaptive re-planning.
+os.environ.setdefault(PROFILE_ENV, "small")
 
 
 @pytest.fixture(scope="session")
@@ -36,6 +39,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
             "spark.local.dir": str(work / "local"),
             "spark.driver.memory": "2g",
             "spark.databricks.delta.snapshotPartitions": "2",
+            **spark_settings(None, []),
         },
         store=True,  # S3A, where `make setup-s3` cached it: the store test reads its lake back
     )

@@ -58,6 +58,8 @@ LOCAL_CONF: dict[str, str] = {
 SPARK_PREFIX = "spark."
 LOG_DIR_ENV = "INTENT_LOG_DIR"
 VERBOSE_ENV = "INTENT_VERBOSE"
+# the profile a command uses when it names none (the tests set ``small``)
+PROFILE_ENV = "INTENT_SPARK_PROFILE"
 # Spark's console log settings, except that everything goes to one file.
 _LOG4J2 = """\
 rootLogger.level = warn
@@ -127,9 +129,11 @@ def _jvm_output_to_log(quiet: bool) -> Iterator[None]:
 
 
 def spark_settings(profile: str | None, pairs: list[str]) -> SparkSettings:
-    """Spark settings from a profile (``conf/spark/NAME.yaml`` or a path), then ``key=value``
-    pairs; a key that is not a Spark setting is a one-line error naming the file and the key."""
+    """Spark settings from a profile (``conf/spark/NAME.yaml`` or a path; unnamed, the one
+    ``$INTENT_SPARK_PROFILE`` names), then ``key=value`` pairs; a key that is not a Spark
+    setting is a one-line error naming the file and the key."""
     settings = SparkSettings()
+    profile = profile or os.environ.get(PROFILE_ENV)
     if profile:
         path = Path(profile)
         if not path.suffix:
