@@ -189,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spark_flags(sm)
     sm.set_defaults(func=commands.cmd_submit)
 
-    ev = sub.add_parser("evaluate", help="ranks -> user_metrics and metrics (95% intervals), MLflow metrics")
+    ev = sub.add_parser("evaluate", help="ranks -> user_metrics and metrics (95%% intervals), MLflow metrics")
     ev.add_argument("--dataset", required=True)
     ev.add_argument("--lake", required=True)
     ev.add_argument("--conf", help="split conf for the population floor (default conf/split.yaml)")

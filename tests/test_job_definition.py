@@ -116,3 +116,15 @@ def test_tasks_are_the_graphs_scheduled_stages_with_its_dependencies(bundle):
     assert pairs == {(r[r.index("--dataset") + 1], r[r.index("--model") + 1]) for r in runs["score"]}
     lakes = {r[r.index("--lake") + 1] for rs in runs.values() for r in rs}
     assert lakes == {variables["lake"]}  # every stage reads and writes the same lake
+
+
+def test_intent_help_and_every_commands_help_print_and_exit_0(capsys):
+    """argparse formats help strings with ``%``: a bare "95%" in one broke ``intent --help``."""
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    assert len(commands) >= 15
+    for words in (["--help"], *([name, "--help"] for name in commands)):
+        with pytest.raises(SystemExit) as done:
+            parser.parse_args(words)
+        assert done.value.code == 0, words
+        assert capsys.readouterr().out.startswith("usage: intent"), words
