@@ -38,6 +38,24 @@ def _intent(*args: str, env: dict[str, str] | None = None, **kwargs) -> subproce
     )
 
 
+def _intents(*commands: list[str]) -> subprocess.Popen:
+    """Several ``intent`` commands one after the other in one process of their own (one JVM),
+    stopping at the first that fails."""
+    script = (
+        "import sys\nfrom intent_spark.cli import main\n"
+        f"for words in {commands!r}:\n    if code := main(words):\n        sys.exit(code)\n"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    return subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        env=clean,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _copy_lake(reference_run: Path, to: Path) -> str:
     shutil.copytree(reference_run / "lake", to, ignore=shutil.ignore_patterns("_locks", "_stages"))
     return str(to)
@@ -130,28 +148,19 @@ def test_two_splits_of_one_dataset_at_once_one_runs_one_stops(spark, reference_r
 
 @pytest.mark.slow
 def test_two_datasets_of_one_lake_are_written_side_by_side(spark, reference_run, tmp_path):
-    """Two ingests at once into a fresh lake (both create each table: Delta's conflict on the
-    creation is retried), then two splits at once; each dataset equals its lone run."""
+    """Two processes, one per dataset, each `intent ingest` then `intent split` of its own: the
+    ingests write a fresh lake at once (both create each table: Delta's conflict on the creation
+    is retried), then the splits run side by side; each dataset equals its lone run."""
     lake = str(tmp_path / "lake")
     raw = reference_run / "raw" / "hm"
     shutil.copytree(raw, tmp_path / "raw_copy")
     runs = [
-        _intent("ingest", "--dataset", "hm", "--raw", str(raw), "--lake", lake),
-        _intent(
-            "ingest",
-            "--dataset",
-            "hm_copy",
-            "--conf",
-            "hm",
-            "--raw",
-            str(tmp_path / "raw_copy"),
-            "--lake",
-            lake,
-        ),
+        _intents(
+            ["ingest", "--dataset", dataset, "--conf", "hm", "--raw", str(folder), "--lake", lake],
+            ["split", "--dataset", dataset, "--lake", lake],
+        )
+        for dataset, folder in (("hm", raw), ("hm_copy", tmp_path / "raw_copy"))
     ]
-    for run in runs:
-        assert run.wait(timeout=600) == 0, run.stderr.read()[-3000:]
-    runs = [_intent("split", "--dataset", d, "--lake", lake) for d in ("hm", "hm_copy")]
     for run in runs:
         assert run.wait(timeout=600) == 0, run.stderr.read()[-3000:]
     reference = str(reference_run / "lake")
@@ -256,10 +265,13 @@ def _finished_until_training(reference_run: Path, to: Path) -> None:
 
 @pytest.mark.slow
 def test_mlflow_stopped_mid_run_fails_the_stage_in_one_line_and_a_rerun_continues(
-    spark, reference_run, tmp_path
+    spark, reference_run, tmp_path, capsys
 ):
+    """The run that MLflow leaves is a child (its fault point waits for the server to stop); the
+    rerun is ``intent run`` in this process, on this session."""
     from mlflow import MlflowClient
 
+    from intent_spark.cli import main
     from intent_spark.core.faults import FAULT_ENV
     from intent_spark.lake.tracking import experiment_id
 
@@ -296,9 +308,9 @@ def test_mlflow_stopped_mid_run_fails_the_stage_in_one_line_and_a_rerun_continue
         client = MlflowClient(uri)
         statuses = {r.info.run_id: r.info.status for r in client.search_runs([experiment_id(uri)])}
         assert "FINISHED" not in statuses.values(), statuses
-        again = _intent("run", "--conf", str(conf))
-        assert again.wait(timeout=600) == 0, again.stderr.read()[-3000:]
-        assert "hm: train popularity resumed" in again.stderr.read()
+        capsys.readouterr()
+        assert main(["run", "--conf", str(conf)]) == 0
+        assert "hm: train popularity resumed" in capsys.readouterr().err
         runs = client.search_runs([experiment_id(uri)])
         trains = [r for r in runs if r.data.tags.get("intent.stage") == "train"]
         assert sorted(r.info.status for r in trains) == ["FAILED", "FINISHED"]  # the abandoned one closed
