@@ -24,11 +24,11 @@ from intent_spark.lake.tables import read_table
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _intent(*args: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
-    """``intent ARGS`` in its own process, stderr captured."""
+def _python(*argv: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
+    """``python ARGV`` in its own process, from the repository, stderr captured."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")} | (env or {})
     return subprocess.Popen(
-        [sys.executable, "-m", "intent_spark.cli", *args],
+        [sys.executable, *argv],
         cwd=REPO,
         env=clean,
         stdout=subprocess.DEVNULL,
@@ -38,6 +38,11 @@ def _intent(*args: str, env: dict[str, str] | None = None, **kwargs) -> subproce
     )
 
 
+def _intent(*args: str, **kwargs) -> subprocess.Popen:
+    """``intent ARGS`` in its own process, stderr captured."""
+    return _python("-m", "intent_spark.cli", *args, **kwargs)
+
+
 def _intents(*commands: list[str]) -> subprocess.Popen:
     """Several ``intent`` commands one after the other in one process of their own (one JVM),
     stopping at the first that fails."""
@@ -45,15 +50,7 @@ def _intents(*commands: list[str]) -> subprocess.Popen:
         "import sys\nfrom intent_spark.cli import main\n"
         f"for words in {commands!r}:\n    if code := main(words):\n        sys.exit(code)\n"
     )
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-    return subprocess.Popen(
-        [sys.executable, "-c", script],
-        cwd=REPO,
-        env=clean,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return _python("-c", script)
 
 
 def _copy_lake(reference_run: Path, to: Path) -> str:
