@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from models.interface import Catalogue, UserBatch
+from intent_spark.plugin import Catalogue, UserBatch
 from models.popularity import PopularityModel
 from models.repeat_last import RepeatLastModel
 

@@ -21,14 +21,13 @@ import numpy as np
 import torch
 
 from intent_spark.lake.readers import UserBlock
+from intent_spark.plugin import Catalogue, HistoryModel, pick_device
 from intent_spark.train.conf import ScoringSettings
-from models.interface import Catalogue, HistoryModel
+from intent_spark.train.ranker import rank_blocks
 from models.next_item import NextItemNetwork, scoring_model
 from models.popularity import Popularity
 from models.repeat_last import RepeatLast
 from models.sasrec import NegativeSampler, SASRec, SASRecConf, SASRecF
-from models.scoring import rank_blocks
-from models.training import pick_device
 
 CONF = SASRecConf()
 SCORING = ScoringSettings()

@@ -364,8 +364,8 @@ def kernel_rate(n_items: int, n_trained: int, users: int) -> dict[str, Any]:
     import model_bench
     import torch
 
+    from intent_spark.plugin import pick_device
     from models.sasrec import SASRec
-    from models.training import pick_device
 
     device = pick_device()
     torch.manual_seed(0)
@@ -424,10 +424,10 @@ def sampled_scoring(spark, lake: str, model: str, conf, uri: str, sample: int, p
     from intent_spark.lake.readers import split_files, user_blocks
     from intent_spark.lake.tables import read_table
     from intent_spark.lake.tracking import download_artifacts, find_run
+    from intent_spark.plugin import pick_device
     from intent_spark.train.fit import split_catalogue
     from intent_spark.train.registry import resolve
     from intent_spark.train.score import load_model, rank_split
-    from models.training import pick_device
 
     counts = read_table(spark, lake, S.SPLIT_COUNTS, DATASET).where(F.col(S.SPLIT) == S.TEST)
     total = int(counts.agg(F.sum("n_targets")).first()[0])  # a row per cell

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from models.interface import Catalogue, TrainingData, VectorsModel, train_steps
+from intent_spark.plugin import Catalogue, TrainingData, VectorsModel, train_steps
 
 
 @dataclass(frozen=True)

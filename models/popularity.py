@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from models.interface import HistoryModel, UserBatch
+from intent_spark.plugin import HistoryModel, UserBatch
 
 USER_WEIGHT_TENTHS = 7  # 0.7, fixed by SPEC 4
 GLOBAL_WEIGHT_TENTHS = 3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.interface import HistoryModel, UserBatch
+from intent_spark.plugin import HistoryModel, UserBatch
 
 
 class RepeatLast:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from models.interface import HistoryModel, ScoresModel, VectorsModel
+from intent_spark.plugin import HistoryModel, ScoresModel, VectorsModel
 
 
 class PrefixScores(ScoresModel):

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from intent_spark.lake.readers import UserBlock
+from intent_spark.plugin import train_steps
+from intent_spark.train.ranker import rank_blocks
 from models.next_item import scoring_model
 from models.sasrec import SASRec, SASRecConf
-from models.scoring import rank_blocks
-from models.training import fit
 
 pytestmark = pytest.mark.gpu
 
@@ -54,7 +54,7 @@ def test_sasrec_ranks_agree_between_cpu_and_gpu(cuda):
 
 def test_popularity_ranks_are_identical_on_the_gpu(cuda):
     """Count models rank with integers on the host: the device changes no rank and no tie."""
-    from models.interface import Catalogue
+    from intent_spark.plugin import Catalogue
     from models.popularity import PopularityModel
 
     rng = np.random.default_rng(1)
@@ -81,7 +81,7 @@ def test_training_runs_on_the_gpu_and_learns(cuda):
     model = SASRec(1000, 1000, SASRecConf(dropout=0.0))
     rows = torch.randint(1, 1001, (256, 51))
     first = float(model.to(cuda).loss(rows.to(cuda)).detach())
-    stats = fit(model, iter([rows] * 20), steps=20, learning_rate=0.001, device=cuda)
+    stats = train_steps(model, model.loss, iter([rows] * 20), steps=20, learning_rate=0.001, device=cuda)
     assert next(model.parameters()).device.type == "cuda"
     assert np.isfinite(stats["final_loss"]) and stats["final_loss"] < first
     assert stats["steps_per_second"] > 0

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.evaluate.metrics import KS, METRICS, cell_metrics, metric_column, mlflow_name, user_metrics
-from models.ranking import tie_aware_rank
+from intent_spark.train.rank_rule import tie_aware_rank
 
 RANK_COLUMNS = [S.DATASET, S.SPLIT, S.CELL, S.MODEL, S.USER_ID, S.SEQ, S.RANK, S.TIED]
 

@@ -23,9 +23,9 @@ from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
 from intent_spark.lake.readers import UserBlock
 from intent_spark.lake.tables import has_table, read_table, write_dataset
+from intent_spark.plugin import Catalogue
 from intent_spark.train import registry
-from models.interface import Catalogue
-from models.scoring import ModelFault, rank_blocks
+from intent_spark.train.ranker import ModelFault, rank_blocks
 
 FAULTS = "plugin_faults"
 
@@ -107,8 +107,8 @@ def _one_batch(*_):
 
 def test_a_plugins_own_exception_is_one_line_with_its_file_and_line_and_its_frames():
     from intent_spark.core.errors import PluginError
+    from intent_spark.plugin import TrainingData
     from intent_spark.train.fit import plugin_call
-    from models.interface import TrainingData
 
     cls = registry.resolve(f"{FAULTS}:FitRaises")
     model = cls(_catalogue(), cls.Settings(), torch.device("cpu"))
@@ -215,6 +215,35 @@ def test_the_examples_own_tests_pass():
     assert done.returncode == 0, done.stdout[-2000:]
 
 
+def test_a_plugin_on_the_old_import_path_still_runs_and_is_told_where_the_names_moved(
+    tmp_path, monkeypatch, capsys
+):
+    (tmp_path / "old_path_plugin.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from models.interface import ScoresModel
+
+            class Uniform(ScoresModel):
+                name = "uniform"
+                fits = False
+
+                def scores(self, contexts):
+                    return torch.zeros(len(contexts), self.catalogue.n_items + 1, device=contexts.device)
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "models.interface", raising=False)
+    with pytest.warns(FutureWarning, match=r"^models\.interface moved to intent_spark\.plugin: import the"):
+        assert main(["check-model", "old_path_plugin:Uniform"]) == 0
+    assert "old_path_plugin:Uniform: every step passed" in capsys.readouterr().out
+    import intent_spark.plugin
+    import models.interface
+
+    assert models.interface.ScoresModel is intent_spark.plugin.ScoresModel
+
+
 # --- registration ---
 
 
@@ -240,7 +269,7 @@ def test_an_unknown_name_lists_the_registered_models():
             r"^model 'no_such_module_xyz:Model' \(spec .*\): import failed: ModuleNotFoundError",
         ),
         (f"{FAULTS}:Missing", r"plugin_faults has no Missing"),
-        (f"{FAULTS}:NotAModel", r"is not a subclass of models.interface.Model"),
+        (f"{FAULTS}:NotAModel", r"is not a subclass of intent_spark.plugin.Model"),
         ("plugin_faults", r"a spec is module:Class|unknown model"),
     ],
 )

@@ -8,11 +8,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.interface import UserBatch
+from intent_spark.plugin import UserBatch
+from intent_spark.train.rank_rule import rank_within_scorable, tie_aware_rank
+from intent_spark.train.ranker import context_windows
 from models.popularity import Popularity, rank_batch
-from models.ranking import rank_within_scorable, tie_aware_rank
 from models.repeat_last import RepeatLast, RepeatLastModel
-from models.scoring import context_windows
 
 NEG = float("-inf")
 
@@ -220,7 +220,7 @@ def test_rank_within_scorable_equals_the_full_rank(values, pick):
 
 
 def test_fused_counts_equal_the_two_passes_on_ties_and_minus_inf():
-    from models.ranking import count_higher_and_tied, fused_count_higher_and_tied
+    from intent_spark.train.rank_rule import count_higher_and_tied, fused_count_higher_and_tied
 
     scores = torch.tensor(
         [[0.5, 0.5, 0.9, NEG, 0.1, 0.5], [NEG, NEG, NEG, 0.2, 0.2, 0.3], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]]
@@ -238,9 +238,9 @@ def test_fused_counts_equal_the_two_passes_on_ties_and_minus_inf():
 
 def test_rank_blocks_gives_the_same_ranks_fused_or_not_in_any_chunking():
     from intent_spark.lake.readers import UserBlock
+    from intent_spark.train.ranker import rank_blocks
     from models.next_item import scoring_model
     from models.sasrec import SASRec, SASRecConf
-    from models.scoring import rank_blocks
 
     torch.manual_seed(0)
     model = SASRec(30, 25, SASRecConf(blocks=1, dims=8, context=5, dropout=0.0))
@@ -267,7 +267,7 @@ def test_rank_blocks_gives_the_same_ranks_fused_or_not_in_any_chunking():
 
 @pytest.mark.parametrize("block_items", [1, 3, 7, 1000])
 def test_ranking_by_item_blocks_equals_ranking_the_whole_score_matrix(block_items):
-    from models.ranking import rank_in_item_blocks, vector_keys
+    from intent_spark.train.rank_rule import rank_in_item_blocks, vector_keys
 
     torch.manual_seed(1)
     matrix = torch.randn(20, 4)

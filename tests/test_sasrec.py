@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from models.ranking import tie_aware_rank
+from intent_spark.train.rank_rule import tie_aware_rank
 from models.sasrec import NegativeSampler, SASRec, SASRecConf, SASRecF
 
 CONF = SASRecConf(blocks=2, dims=8, heads=1, context=4, dropout=0.0)

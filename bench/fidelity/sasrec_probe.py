@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from models.interface import train_steps
+from intent_spark.plugin import train_steps
 from models.sasrec import SASRec, SASRecConf
 
 

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
 from intent_spark.lake.tables import read_table
-from models.interface import Catalogue, UserBatch
+from intent_spark.plugin import Catalogue, UserBatch
 
 
 def split_files(spark: SparkSession, lake: str, table: str, dataset: str, split: str) -> list[str]:

@@ -208,9 +208,9 @@ def cmd_models(args: argparse.Namespace) -> int:
     """Every registered model with its origin, kind and settings (the conf's values where it
     sets them, else the model's defaults)."""
     from intent_spark.core.errors import IntentError
+    from intent_spark.plugin import settings_defaults
     from intent_spark.train.conf import SCORING_KEYS, load_models_conf
     from intent_spark.train.registry import registered
-    from models.interface import settings_defaults
 
     conf = load_models_conf(args.models_conf)
     for entry in registered().values():

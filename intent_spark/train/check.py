@@ -2,7 +2,7 @@
 
 A small generated catalogue (seen items 1..S by training count, new items S+1..N) and training
 rows in memory, shaped as the Petastorm reader gives them; then build, fit, save, load, the
-model's answer on a batch of contexts through the framework's own checks (``models.scoring``),
+model's answer on a batch of contexts through the framework's own checks (``intent_spark.train.ranker``),
 and ranks by the framework's rule, the loaded model's against the fitted one's. Each step
 prints what it got and gave (shapes, dtypes, devices); the first fault stops the check with one
 line and, for the plug-in's own exception, its frames.
@@ -46,7 +46,7 @@ class CheckFailed(Exception):
 
 def generated_catalogue(sizes: CheckSizes):
     """Catalogue indices 1..S seen (training counts falling), S+1..N new (count 0)."""
-    from models.interface import Catalogue
+    from intent_spark.plugin import Catalogue
 
     rng = np.random.default_rng(sizes.seed)
     seen = sizes.items - sizes.new
@@ -128,11 +128,10 @@ def check_model(
 ) -> None:
     """Run the life cycle; raise ``CheckFailed`` at the first fault."""
     from intent_spark.lake.readers import UserBlock
+    from intent_spark.plugin import HISTORY, SCORES, VECTORS, TrainingData, pick_device
     from intent_spark.train.fit import build_model, plugin_call
+    from intent_spark.train.ranker import ModelFault, _checked, _checked_mask, rank_blocks
     from intent_spark.train.registry import resolve
-    from models.interface import HISTORY, SCORES, VECTORS, TrainingData
-    from models.scoring import ModelFault, _checked, _checked_mask, rank_blocks
-    from models.training import pick_device
 
     device = device or pick_device()
     clock = [time.monotonic()]
@@ -214,7 +213,7 @@ def check_model(
     mask = step("scorable", lambda: _checked_mask(loaded.scorable(), catalogue.n_items))
     ok("scorable", f"gave {described(mask)}: {int(mask.sum())} items scored, the rest tie at the bottom")
     if cls.kind in (SCORES, VECTORS):
-        from models.scoring import context_windows
+        from intent_spark.train.ranker import context_windows
 
         windows = np.concatenate([context_windows(b.items, b.targets, sizes.context) for b in blocks[:4]])
         contexts = torch.from_numpy(windows).to(device)

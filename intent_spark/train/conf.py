@@ -10,8 +10,8 @@ from typing import Any
 
 from intent_spark.core.conf import CONF_DIR, check_keys, child, from_mapping, load_yaml, unknown_key
 from intent_spark.core.errors import ConfError
+from intent_spark.plugin import HISTORY
 from intent_spark.train.registry import is_spec, registered, resolve
-from models.interface import HISTORY
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,12 @@ from intent_spark.core.faults import fault_point
 from intent_spark.lake.readers import read_catalogue, split_files, training_batches
 from intent_spark.lake.tables import read_table, source_table
 from intent_spark.lake.tracking import code_version, start_run
+from intent_spark.plugin import HISTORY, Catalogue, Model, TrainingData, pick_device
 from intent_spark.split.populations import SPLITS, split_cutoffs
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.inputs import build_model_inputs
 from intent_spark.train.plugin_errors import plugin_error, saves_tracebacks
 from intent_spark.train.registry import resolve, same_model_note
-from models.interface import HISTORY, Catalogue, Model, TrainingData
-from models.training import pick_device
 
 
 def stamp_digest(stamp: str) -> str:
@@ -273,6 +272,7 @@ def fit_process(job: FitJob) -> None:
     import torch.distributed as dist
 
     from intent_spark.lake.readers import read_catalogue
+    from intent_spark.plugin import training as loop
     from intent_spark.train.distributed import (
         copy_folder,
         process_device,
@@ -282,7 +282,6 @@ def fit_process(job: FitJob) -> None:
         with_texts,
         write_text,
     )
-    from models import interface
 
     rank, world = process_rank()
     device = process_device()
@@ -304,11 +303,11 @@ def fit_process(job: FitJob) -> None:
             world_size=world,
         )
         torch.manual_seed(seed)
-        loops = interface.DATA_PARALLEL_LOOPS[0]
+        loops = loop.DATA_PARALLEL_LOOPS[0]
         stats = plugin_call(job.where, "fit", fitted.fit, training) or {}
-        if interface.DATA_PARALLEL_LOOPS[0] == loops:
+        if loop.DATA_PARALLEL_LOOPS[0] == loops:
             raise IntentError(
-                f"model {cls.name!r} trains with its own loop, not models.interface.train_steps, so its "
+                f"model {cls.name!r} trains with its own loop, not intent_spark.plugin.train_steps, so its "
                 "gradients would not be averaged over processes; train it with --processes 1"
             )
         if rank == 0:

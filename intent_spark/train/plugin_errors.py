@@ -22,7 +22,7 @@ def plugin_sources(cls: type) -> list[str]:
     of a module outside any package), the framework's base classes left out."""
     roots = []
     for klass in cls.__mro__:
-        if klass.__module__ in ("builtins", "models.interface"):
+        if klass.__module__ in ("builtins", "intent_spark.plugin.interface"):
             continue
         module = sys.modules.get(klass.__module__)
         try:

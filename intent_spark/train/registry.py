@@ -17,7 +17,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from intent_spark.core.errors import IntentError
-from models.interface import KINDS, Model
+from intent_spark.plugin import KINDS, Model
 
 ENTRY_POINT_GROUP = "intent_spark.models"
 BUILT_IN = {
@@ -118,9 +118,9 @@ def load_class(target: str, name: str, origin: str) -> type[Model]:
 
 
 def check_class(cls, where: str) -> type[Model]:
-    """A model class: a ``models.interface.Model`` of a known kind, a name, settings as a dataclass."""
+    """A model class: an ``intent_spark.plugin.Model`` of a known kind, a name, settings as a dataclass."""
     if not (isinstance(cls, type) and issubclass(cls, Model)):
-        raise IntentError(f"{where}: {cls!r} is not a subclass of models.interface.Model")
+        raise IntentError(f"{where}: {cls!r} is not a subclass of intent_spark.plugin.Model")
     if cls.kind not in KINDS:
         raise IntentError(f"{where}: subclass VectorsModel, ScoresModel or HistoryModel (kind {cls.kind!r})")
     if not NAME.match(cls.name or ""):

@@ -23,14 +23,13 @@ from intent_spark.lake.files import remove_folder
 from intent_spark.lake.readers import split_files, user_batches, user_blocks
 from intent_spark.lake.tables import read_table, write_dataset
 from intent_spark.lake.tracking import download_artifacts, find_run, log_run_metrics
+from intent_spark.plugin import HISTORY, Catalogue, Model, pick_device
 from intent_spark.split.populations import SPLITS
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.fit import build_model, item_texts, plugin_call, split_catalogue, stamp_digest, train
 from intent_spark.train.inputs import inputs_stamp
 from intent_spark.train.plugin_errors import saves_tracebacks
 from intent_spark.train.registry import resolve, same_model_note
-from models.interface import HISTORY, Catalogue, Model
-from models.training import pick_device
 
 
 def load_model(cls: type[Model], folder: Path, catalogue: Catalogue, conf: ModelsConf, device) -> Model:
@@ -242,7 +241,7 @@ def rank_split(fitted, blocks, conf, device, out_path, expected, progress, where
     import pyarrow.parquet as pq
 
     from intent_spark.lake.files import filesystem
-    from models.scoring import ModelFault, rank_blocks
+    from intent_spark.train.ranker import ModelFault, rank_blocks
 
     settings = conf.scoring(fitted.name)
     chunk = settings.score_chunk_items_gpu if device.type == "cuda" else settings.score_chunk_items
@@ -336,7 +335,7 @@ def export_top_items(
 
     from intent_spark.lake.files import filesystem, write_single_file
     from intent_spark.split.targets import target_id
-    from models.scoring import ModelFault, top_items
+    from intent_spark.train.ranker import ModelFault, top_items
 
     fmt = "parquet" if out.endswith(".parquet") else "json" if out.endswith((".jsonl", ".json")) else None
     if fmt is None:

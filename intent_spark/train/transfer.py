@@ -22,12 +22,11 @@ from intent_spark.ingest.tokens import MIN_WORD_LENGTH, WORD_SPLIT
 from intent_spark.lake.readers import read_catalogue, split_files, user_blocks
 from intent_spark.lake.tables import read_table, source_table, write_dataset
 from intent_spark.lake.tracking import download_artifacts, find_run
+from intent_spark.plugin import Catalogue, pick_device
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.inputs import build_model_inputs, first_token_ids, token_vocabulary
 from intent_spark.train.score import rank_split, staged_part, write_ranks
-from models.interface import Catalogue
 from models.sasrec import SASRecF, SASRecFModel
-from models.training import pick_device
 
 # A token's own match comes before the matches of its words.
 WORDS_PER_TOKEN = 1000

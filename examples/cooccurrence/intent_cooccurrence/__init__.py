@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from models.interface import ScoresModel, TrainingData
+from intent_spark.plugin import ScoresModel, TrainingData
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import torch
 from intent_cooccurrence import CoOccurrence
 
 from intent_spark.cli import main
-from models.interface import Catalogue, TrainingData
+from intent_spark.plugin import Catalogue, TrainingData
 
 
 def test_check_model_passes_every_step(capsys):

@@ -1,5 +1,5 @@
 """Full-catalogue ranks for every target, one user block at a time (SPEC 5), for every kind of
-model of ``models.interface``, and the checks of what a model gives back.
+model of ``intent_spark.plugin``, and the checks of what a model gives back.
 
 History models (popularity, repeat-last) rank a user's targets in one pass over their history.
 Vector and score models see batches of contexts (the last ``context`` items before each
@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from models.interface import HISTORY, SCORES, VECTORS, HistoryModel, Model, UserBatch
-from models.ranking import (
+from intent_spark.plugin import HISTORY, SCORES, VECTORS, HistoryModel, Model, UserBatch
+from intent_spark.train.rank_rule import (
     count_higher_and_tied,
     fused_count_higher_and_tied,
     rank_in_item_blocks,
