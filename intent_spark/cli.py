@@ -22,6 +22,9 @@ def _add_spark_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spark-conf", action="append", metavar="KEY=VALUE", help="any Spark setting")
 
 
+TRACKING_HELP = "MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="intent", description="The INTENT benchmark on event logs, in PySpark."
@@ -32,7 +35,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="show Spark's own output (by default it goes to a log file) and a plug-in's whole traceback",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in (
+        _add_generate,
+        _add_ingest,
+        _add_check_model,
+        _add_train_and_score,
+        _add_transfer,
+        _add_export,
+        _add_submit,
+        _add_evaluate,
+        _add_run,
+        _add_split,
+        _add_verify,
+        _add_audit,
+        _add_report,
+        _add_models,
+        _add_compare,
+    ):  # in the order `intent --help` lists them
+        add(sub)
+    return parser
 
+
+def _add_generate(sub: argparse._SubParsersAction) -> None:
     gen = sub.add_parser("generate", help="write synthetic raw release files of a source")
     gen.add_argument("--dataset", required=True)
     gen.add_argument("--events", type=int, required=True)
@@ -41,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--dirty", action="store_true", help="inject bad rows (for testing ingest)")
     gen.set_defaults(func=commands.cmd_generate)
 
+
+def _add_ingest(sub: argparse._SubParsersAction) -> None:
     ing = sub.add_parser("ingest", help="raw release files -> events, items, users, rejects")
     ing.add_argument("--dataset", required=True, help="built-in source name, or the name to store under")
     ing.add_argument("--raw", required=True, help="folder with the release files (path or URI)")
@@ -53,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spark_flags(ing)
     ing.set_defaults(func=commands.cmd_ingest)
 
+
+def _add_check_model(sub: argparse._SubParsersAction) -> None:
     chk = sub.add_parser(
         "check-model",
         help="a model's whole life cycle in seconds, no Spark, no lake: build, fit, save, load, "
@@ -74,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--context", type=int, default=8, help="context length (default 8)")
     chk.set_defaults(func=commands.cmd_check_model)
 
+
+def _add_train_and_score(sub: argparse._SubParsersAction) -> None:
     for name, func, what in (
         ("train", commands.cmd_train, "fit a model on both splits' training events; log it to MLflow"),
         (
@@ -99,9 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
             type=int,
             help="processes to spread the work over with TorchDistributor (default: the models conf's, 1)",
         )
-        stage.add_argument(
-            "--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)"
-        )
+        stage.add_argument("--tracking-uri", help=TRACKING_HELP)
         if name == "train":
             stage.add_argument("--parent-run-id", help="nest the run under this MLflow run (a benchmark)")
             stage.add_argument(
@@ -125,6 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
         _add_spark_flags(stage)
         stage.set_defaults(func=func)
 
+
+def _add_transfer(sub: argparse._SubParsersAction) -> None:
     tr = sub.add_parser(
         "transfer", help="rank another source's test targets with a content model (model@source ranks)"
     )
@@ -133,10 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--lake", required=True)
     tr.add_argument("--model", default="sasrec_f", help="a content model (default sasrec_f)")
     tr.add_argument("--models-conf", help="model settings (default conf/models.yaml)")
-    tr.add_argument("--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)")
+    tr.add_argument("--tracking-uri", help=TRACKING_HELP)
     _add_spark_flags(tr)
     tr.set_defaults(func=commands.cmd_transfer)
 
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
     exp = sub.add_parser(
         "export",
         help="a split's tasks, catalogue and training events as files, for models outside this process",
@@ -157,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spark_flags(exp)
     exp.set_defaults(func=commands.cmd_export)
 
+
+def _add_submit(sub: argparse._SubParsersAction) -> None:
     sm = sub.add_parser(
         "submit",
         help="score a file of ranked lists (one per target) as model NAME -> ranks",
@@ -184,16 +218,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="refuse the submission on any rejected row or missing target, naming every kind of fault: "
         "no ranks, no submissions row, no MLflow run; the rejects file is still written",
     )
-    sm.add_argument("--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)")
+    sm.add_argument("--tracking-uri", help=TRACKING_HELP)
     sm.add_argument("--no-mlflow", action="store_true", help="write the tables only")
     _add_spark_flags(sm)
     sm.set_defaults(func=commands.cmd_submit)
 
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     ev = sub.add_parser("evaluate", help="ranks -> user_metrics and metrics (95%% intervals), MLflow metrics")
     ev.add_argument("--dataset", required=True)
     ev.add_argument("--lake", required=True)
     ev.add_argument("--conf", help="split conf for the population floor (default conf/split.yaml)")
-    ev.add_argument("--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)")
+    ev.add_argument("--tracking-uri", help=TRACKING_HELP)
     ev.add_argument("--no-mlflow", action="store_true", help="write the tables only")
     ev.add_argument(
         "--bootstrap", type=int, default=0, metavar="R", help="user-level bootstrap intervals, R replicates"
@@ -213,6 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spark_flags(ev)
     ev.set_defaults(func=commands.cmd_evaluate)
 
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="the whole chain for the datasets in a run conf")
     run.add_argument("--conf", required=True)
     run.add_argument("--lake")
@@ -223,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spark_flags(run)
     run.set_defaults(func=commands.cmd_run)
 
+
+def _add_split(sub: argparse._SubParsersAction) -> None:
     split = sub.add_parser("split", help="events -> holdout, splits, targets (+ split report)")
     split.add_argument("--dataset", required=True)
     split.add_argument("--lake", required=True)
@@ -235,12 +275,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spark_flags(split)
     split.set_defaults(func=commands.cmd_split)
 
+
+def _add_verify(sub: argparse._SubParsersAction) -> None:
     verify = sub.add_parser("verify", help="leakage checks and checksums; exit 1 on any failure")
     verify.add_argument("--lake", required=True)
     verify.add_argument("--dataset", help="one dataset (default: every split dataset in the lake)")
     _add_spark_flags(verify)
     verify.set_defaults(func=commands.cmd_verify)
 
+
+def _add_audit(sub: argparse._SubParsersAction) -> None:
     audit = sub.add_parser(
         "audit", help="the paper's five admission criteria on an ingested dataset; exit 1 on a rejection"
     )
@@ -254,15 +298,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spark_flags(audit)
     audit.set_defaults(func=commands.cmd_audit)
 
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
     rep = sub.add_parser("report", help="metrics -> HTML, Markdown and CSV report with figures")
     rep.add_argument("--lake", required=True)
     rep.add_argument("--out", required=True, help="folder for report.html, report.md, tables/, figures/")
     rep.add_argument(
         "--dataset", action="append", help="only this dataset (repeatable; default: all evaluated)"
     )
-    rep.add_argument(
-        "--tracking-uri", help="MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)"
-    )
+    rep.add_argument("--tracking-uri", help=TRACKING_HELP)
     rep.add_argument(
         "--correction",
         choices=CORRECTIONS,
@@ -275,6 +319,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spark_flags(rep)
     rep.set_defaults(func=commands.cmd_report)
 
+
+def _add_models(sub: argparse._SubParsersAction) -> None:
     listed = sub.add_parser(
         "models", help="every registered model: where it comes from, its kind and conf defaults"
     )
@@ -283,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     listed.set_defaults(func=commands.cmd_models)
 
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:
     cmp = sub.add_parser("compare", help="print MLflow metrics of chosen runs side by side")
     cmp.add_argument("--lake", help="the lake whose default MLflow store to read")
     cmp.add_argument("--tracking-uri", help="MLflow store (instead of the lake's)")
@@ -297,7 +345,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmp.add_argument("--csv", action="store_true", help="CSV instead of an aligned table")
     cmp.set_defaults(func=commands.cmd_compare)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
