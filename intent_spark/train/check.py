@@ -127,21 +127,54 @@ def check_model(
     say: Callable[[str], None] = print,
 ) -> None:
     """Run the life cycle; raise ``CheckFailed`` at the first fault."""
-    from intent_spark.lake.readers import UserBlock
-    from intent_spark.plugin import HISTORY, SCORES, VECTORS, TrainingData, pick_device
-    from intent_spark.train.fit import build_model, plugin_call
-    from intent_spark.train.ranker import ModelFault, _checked, _checked_mask, rank_blocks
+    from intent_spark.plugin import pick_device
     from intent_spark.train.registry import resolve
 
-    device = device or pick_device()
-    clock = [time.monotonic()]
+    try:
+        cls = resolve(spec)
+    except IntentError as exc:
+        raise CheckFailed(f"resolve: {exc}", exc) from exc
+    check = _LifeCycle(cls, replace(conf, context=sizes.context), sizes, device or pick_device(), say)
+    say(
+        f"check-model {spec}: {cls.name}, a {cls.kind} model, on {check.device.type}; a generated catalogue "
+        f"of {check.catalogue.n_items} items ({check.catalogue.n_trained} trained, the rest new), "
+        f"{sizes.users} users, context {sizes.context}"
+    )
+    fitted = check.build()
+    check.fit(fitted)
+    loaded = check.save_and_load(fitted)
+    check.answer(loaded)
+    ranks = check.ranks(loaded)
+    if fitted is not loaded:
+        check.reload(fitted, ranks)
 
-    def ok(step: str, line: str) -> None:
+
+class _LifeCycle:
+    """The steps of ``check_model`` on one generated catalogue: each prints what it got and gave,
+    and turns a fault into ``CheckFailed``."""
+
+    def __init__(
+        self, cls, conf, sizes: CheckSizes, device: torch.device, say: Callable[[str], None]
+    ) -> None:
+        from intent_spark.lake.readers import UserBlock
+
+        self.cls, self.conf, self.sizes, self.device, self.say = cls, conf, sizes, device, say
+        self.catalogue = generated_catalogue(sizes)
+        self.histories = generated_histories(sizes)
+        self.blocks = [
+            UserBlock(items, np.arange(len(items) - 3, len(items), dtype=np.int64), np.arange(3) + 3 * user)
+            for user, items in enumerate(self.histories)
+        ]
+        self.clock = time.monotonic()
+
+    def ok(self, step: str, line: str) -> None:
         now = time.monotonic()
-        say(f"ok   {step:<8} {line} ({now - clock[0]:.2f}s)")
-        clock[0] = now
+        self.say(f"ok   {step:<8} {line} ({now - self.clock:.2f}s)")
+        self.clock = now
 
-    def step(name: str, call: Callable[[], Any]) -> Any:
+    def step(self, name: str, call: Callable[[], Any]) -> Any:
+        from intent_spark.train.ranker import ModelFault
+
         try:
             return call()
         except PluginError as exc:
@@ -151,126 +184,141 @@ def check_model(
         except Exception as exc:  # noqa: BLE001 - framework code around the plug-in's answer
             from intent_spark.train.plugin_errors import plugin_error
 
-            error = plugin_error(cls.name, name, exc, cls)
+            error = plugin_error(self.cls.name, name, exc, self.cls)
             raise CheckFailed(str(error), error) from exc
 
-    try:
-        cls = resolve(spec)
-    except IntentError as exc:
-        raise CheckFailed(f"resolve: {exc}", exc) from exc
-    conf = replace(conf, context=sizes.context)
-    catalogue = generated_catalogue(sizes)
-    histories = generated_histories(sizes)
-    say(
-        f"check-model {spec}: {cls.name}, a {cls.kind} model, on {device.type}; a generated catalogue of "
-        f"{catalogue.n_items} items ({catalogue.n_trained} trained, the rest new), {sizes.users} users, "
-        f"context {sizes.context}"
-    )
-    where = cls.name
-    got = (
-        f"catalogue train_counts {described(catalogue.train_counts)}, token_ids "
-        f"{described(catalogue.token_ids)}, settings {step('build', lambda: conf.settings(cls.name))}"
-    )
-    fitted = step("build", lambda: build_model(cls, catalogue, conf, device))
-    ok("build", f"{cls.__name__}({got}, device {device.type})")
-    if cls.fits:
-        rows = training_rows(histories, sizes.context)
+    def build(self):
+        from intent_spark.train.fit import build_model
+
+        cls, catalogue = self.cls, self.catalogue
+        got = (
+            f"catalogue train_counts {described(catalogue.train_counts)}, token_ids "
+            f"{described(catalogue.token_ids)}, settings {self.step('build', lambda: self.conf.settings(cls.name))}"
+        )
+        fitted = self.step("build", lambda: build_model(cls, catalogue, self.conf, self.device))
+        self.ok("build", f"{cls.__name__}({got}, device {self.device.type})")
+        return fitted
+
+    def fit(self, fitted) -> None:
+        from intent_spark.plugin import TrainingData
+        from intent_spark.train.fit import plugin_call
+
+        if not self.cls.fits:
+            self.ok("fit", "fits nothing (fits = False): scored without a train run")
+            return
+        context = self.sizes.context
+        rows = training_rows(self.histories, context)
         training = TrainingData(
             in_memory_batches(rows),
-            context=sizes.context,
-            seed=conf.scoring(cls.name).seed,
-            device=device,
-            progress=lambda line: say(f"     fit      {line}"),
+            context=context,
+            seed=self.conf.scoring(self.cls.name).seed,
+            device=self.device,
+            progress=lambda line: self.say(f"     fit      {line}"),
         )
         torch.manual_seed(training.seed)
-        stats = step("fit", lambda: plugin_call(where, "fit", fitted.fit, training)) or {}
+        stats = self.step("fit", lambda: plugin_call(self.cls.name, "fit", fitted.fit, training)) or {}
         if not isinstance(stats, dict):
             raise CheckFailed(
                 f"fit: returned {type(stats).__name__}, expected a dict of what to log (or None)"
             )
-        ok(
+        self.ok(
             "fit",
-            f"got {len(rows)} training rows as torch.int64 ({sizes.context + 1},) each, batches on cpu; "
+            f"got {len(rows)} training rows as torch.int64 ({context + 1},) each, batches on cpu; "
             f"gave {described(stats)} (numbers logged to MLflow as train.<split>.<key>)",
         )
-    else:
-        ok("fit", "fits nothing (fits = False): scored without a train run")
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        step("save", lambda: plugin_call(where, "save", fitted.save, folder))
-        files = sorted(p for p in folder.rglob("*") if p.is_file())
-        listed = (
-            ", ".join(f"{p.relative_to(folder)} ({p.stat().st_size:,} bytes)" for p in files) or "nothing"
-        )
-        ok("save", f"wrote {listed}")
-        loaded = step("load", lambda: build_model(cls, catalogue, conf, device))
-        step("load", lambda: plugin_call(where, "load from its saved folder", loaded.load, folder))
-        ok("load", "a model built the same way read the folder back")
-    blocks = [
-        UserBlock(items, np.arange(len(items) - 3, len(items), dtype=np.int64), np.arange(3) + 3 * user)
-        for user, items in enumerate(histories)
-    ]
-    mask = step("scorable", lambda: _checked_mask(loaded.scorable(), catalogue.n_items))
-    ok("scorable", f"gave {described(mask)}: {int(mask.sum())} items scored, the rest tie at the bottom")
-    if cls.kind in (SCORES, VECTORS):
-        from intent_spark.train.ranker import context_windows
 
-        windows = np.concatenate([context_windows(b.items, b.targets, sizes.context) for b in blocks[:4]])
-        contexts = torch.from_numpy(windows).to(device)
+    def save_and_load(self, fitted):
+        from intent_spark.train.fit import build_model, plugin_call
+
+        where = self.cls.name
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            self.step("save", lambda: plugin_call(where, "save", fitted.save, folder))
+            files = sorted(p for p in folder.rglob("*") if p.is_file())
+            listed = (
+                ", ".join(f"{p.relative_to(folder)} ({p.stat().st_size:,} bytes)" for p in files) or "nothing"
+            )
+            self.ok("save", f"wrote {listed}")
+            loaded = self.step("load", lambda: build_model(self.cls, self.catalogue, self.conf, self.device))
+            self.step("load", lambda: plugin_call(where, "load from its saved folder", loaded.load, folder))
+            self.ok("load", "a model built the same way read the folder back")
+        return loaded
+
+    def answer(self, loaded) -> None:
+        """``scorable`` and the model's own answer on a batch of contexts, through the checks
+        the framework puts every answer through."""
+        from intent_spark.plugin import HISTORY, SCORES, VECTORS
+        from intent_spark.train.ranker import _checked, _checked_mask, context_windows
+
+        n_items = self.catalogue.n_items
+        mask = self.step("scorable", lambda: _checked_mask(loaded.scorable(), n_items))
+        self.ok(
+            "scorable", f"gave {described(mask)}: {int(mask.sum())} items scored, the rest tie at the bottom"
+        )
+        if self.cls.kind == HISTORY:
+            self.ok(
+                "history",
+                f"rank_and_ties gets a user's items ({described(self.blocks[0].items)}) and target positions",
+            )
+            return
+        if self.cls.kind not in (SCORES, VECTORS):
+            return
+        windows = np.concatenate(
+            [context_windows(b.items, b.targets, self.sizes.context) for b in self.blocks[:4]]
+        )
+        contexts = torch.from_numpy(windows).to(self.device)
         loaded.eval()
         with torch.no_grad():
-            if cls.kind == SCORES:
-                values = step(
-                    "scores",
-                    lambda: _checked(
-                        loaded.scores(contexts), "scores", (len(windows), catalogue.n_items + 1)
-                    ),
+            if self.cls.kind == SCORES:
+                values = self.step(
+                    "scores", lambda: _checked(loaded.scores(contexts), "scores", (len(windows), n_items + 1))
                 )
-                ok("scores", f"got contexts {described(contexts)} (0 = padding); gave {described(values)}")
-            else:
-                vectors = step(
-                    "vectors",
-                    lambda: _checked(loaded.item_vectors(), "item vectors", (catalogue.n_items + 1, None)),
+                self.ok(
+                    "scores", f"got contexts {described(contexts)} (0 = padding); gave {described(values)}"
                 )
-                ok("vectors", f"gave item_vectors {described(vectors)}")
-                states = step(
-                    "encode",
-                    lambda: _checked(
-                        loaded.encode(contexts, vectors), "context states", (len(windows), vectors.shape[1])
-                    ),
-                )
-                ok(
-                    "encode",
-                    f"got contexts {described(contexts)} and the item vectors; gave {described(states)}",
-                )
-    elif cls.kind == HISTORY:
-        ok(
-            "history",
-            f"rank_and_ties gets a user's items ({described(blocks[0].items)}) and target positions",
-        )
+                return
+            vectors = self.step(
+                "vectors", lambda: _checked(loaded.item_vectors(), "item vectors", (n_items + 1, None))
+            )
+            self.ok("vectors", f"gave item_vectors {described(vectors)}")
+            states = self.step(
+                "encode",
+                lambda: _checked(
+                    loaded.encode(contexts, vectors), "context states", (len(windows), vectors.shape[1])
+                ),
+            )
+            self.ok(
+                "encode", f"got contexts {described(contexts)} and the item vectors; gave {described(states)}"
+            )
 
-    def ranked(model) -> tuple[np.ndarray, np.ndarray]:
-        settings = conf.scoring(cls.name)
+    def ranked(self, model) -> tuple[np.ndarray, np.ndarray]:
+        from intent_spark.train.ranker import rank_blocks
+
+        settings = self.conf.scoring(self.cls.name)
         out = list(
             rank_blocks(
                 model,
-                blocks,
-                context=sizes.context,
+                self.blocks,
+                context=self.sizes.context,
                 batch_size=settings.score_batch,
                 chunk_items=settings.score_chunk_items,
-                device=device,
+                device=self.device,
             )
         )
         return np.concatenate([r for _, r, _ in out]), np.concatenate([t for _, _, t in out])
 
-    ranks, ties = step("ranks", lambda: ranked(loaded))
-    ok(
-        "ranks",
-        f"{len(ranks)} targets ranked by the framework's rule: ranks {ranks.min():g}..{ranks.max():g} of "
-        f"{catalogue.n_items}, mean {ranks.mean():.2f}, {int((ties > 0).sum())} tied",
-    )
-    if fitted is not loaded:
-        again, _ = step("ranks", lambda: ranked(fitted))
+    def ranks(self, loaded) -> np.ndarray:
+        ranks, ties = self.step("ranks", lambda: self.ranked(loaded))
+        self.ok(
+            "ranks",
+            f"{len(ranks)} targets ranked by the framework's rule: ranks {ranks.min():g}..{ranks.max():g} of "
+            f"{self.catalogue.n_items}, mean {ranks.mean():.2f}, {int((ties > 0).sum())} tied",
+        )
+        return ranks
+
+    def reload(self, fitted, ranks: np.ndarray) -> None:
+        """The fitted model ranks every target as the loaded one does: save keeps what scoring needs."""
+        again, _ = self.step("ranks", lambda: self.ranked(fitted))
         differ = np.flatnonzero(again != ranks)
         if differ.size:
             i = int(differ[0])
@@ -278,7 +326,7 @@ def check_model(
                 f"load: the loaded model ranks {differ.size} of {len(ranks)} targets otherwise than the fitted "
                 f"one (target {i}: rank {ranks[i]:g}, fitted {again[i]:g}); save does not keep what scoring needs"
             )
-        ok("reload", "the loaded model ranks every target as the fitted one does")
+        self.ok("reload", "the loaded model ranks every target as the fitted one does")
 
 
 def failure_lines(failed: CheckFailed) -> list[str]:
