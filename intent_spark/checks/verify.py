@@ -81,99 +81,123 @@ def check_split(
     into one, so the checks of a split are one Spark job over a handful of shuffles.
     """
     name = split[S.SPLIT]
-    cutoff = F.lit(split[S.CUTOFF])
     source = parse_dataset(key or dataset).source
-    checks: list[tuple[str, Column, str]] = []  # (check, its count over its frame, detail)
-    frames: list[tuple[DataFrame, list[tuple[str, Column, str]]]] = []
-
-    def count(check: str, violating: Column, detail: str) -> None:
-        checks.append((check, F.count(F.when(violating, True)), detail))
-
-    def frame(rows: DataFrame) -> None:
-        frames.append((rows, list(checks)))
-        checks.clear()
-
     expected = held_out(F.col(S.USER_ID), split["holdout_fraction"], split["seed"], source, name)
     truth = holdout.select(S.USER_ID, F.col(S.IS_NEW).alias("_stored"), expected.alias(NEW))
-    count("holdout_matches_hash", F.col("_stored") != F.col(NEW), "is_new differs from the seeded hash")
-    frame(truth)
+    checks = _SplitChecks(name, F.lit(split[S.CUTOFF]), truth, population, targets)
+    try:
+        checks.holdout_and_training()
+        checks.targets()
+        checks.stored_counts(counts)
+        if model_inputs is not None:
+            checks.model_inputs(*model_inputs)
+        return count_violations(dataset, name, checks.frames)
+    finally:
+        checks.labelled.unpersist()
+        checks.split_targets.unpersist()
 
-    # Most checks read the labelled events or the split's targets: computed once and kept on
-    # local disk, not the heap, they are not re-planned per check.
-    labelled = (
-        population.join(truth, S.USER_ID)
-        .withColumn(BEFORE, F.col(S.TS) < cutoff)
-        .persist(StorageLevel.DISK_ONLY)
-    )
-    training = labelled.where(~F.col(NEW) & F.col(BEFORE))
-    in_training = ~F.col(NEW) & F.col(BEFORE)
-    count(
-        "no_new_user_in_training",
-        in_training & F.col("_stored"),
-        "a held-out user's event is in the training events",
-    )
-    count(
-        "training_before_cutoff",
-        in_training & (F.col(S.TS) >= cutoff),
-        "a training event at or after the cutoff",
-    )
-    frame(labelled)
 
-    seen = training.select(S.ITEM_ID).distinct().withColumn("_seen", F.lit(True))
-    split_targets = targets.where(F.col(S.SPLIT) == name).persist(StorageLevel.DISK_ONLY)
-    events = labelled.select(S.USER_ID, S.SEQ, F.col(S.ITEM_ID).alias("_item"), F.col(S.TS).alias("_ts"))
-    # Per user of the split: held out or not (by the hash), and their first event.
-    users = truth.select(S.USER_ID, NEW).join(
-        labelled.groupBy(S.USER_ID).agg(F.min(F.struct(S.TS, S.SEQ)).alias("_first")), S.USER_ID, "left"
-    )
-    checked = (
-        split_targets.join(users, S.USER_ID, "left")
-        .join(events, [S.USER_ID, S.SEQ], "left")
-        .join(seen, S.ITEM_ID, "left")
-    )
-    cell = expected_cell(F.col(NEW), F.col(S.TS) < cutoff, F.coalesce(F.col("_seen"), F.lit(False)))
-    count(
-        "target_cell_consistent",
-        F.col(NEW).isNull() | (F.col(S.CELL) != cell),
-        "a target's cell disagrees with its user, period or item",
-    )
-    count(
-        "targets_are_events",
-        F.col("_item").isNull() | (F.col("_item") != F.col(S.ITEM_ID)) | (F.col("_ts") != F.col(S.TS)),
-        "a target is not an event of its user",
-    )
-    count(
-        "target_has_earlier_event",
-        F.col("_first").isNull() | (F.struct(S.TS, S.SEQ) <= F.col("_first")),
-        "a target is its user's first event (no context)",
-    )
-    frame(checked)
+class _SplitChecks:
+    """The checks of one split, grouped by the frame each counts over (``frames``)."""
 
-    period = F.when(F.col(S.TS) < cutoff, F.lit(S.PAST)).otherwise(F.lit(S.FUTURE))
-    per_period = split_targets.groupBy(S.USER_ID, period.alias(S.PERIOD)).count()
-    count(
-        "at_most_100_targets_per_period",
-        F.col("count") > MAX_TARGETS_PER_PERIOD,
-        "more than 100 targets for a user and period",
-    )
-    frame(per_period)
-    duplicates = split_targets.groupBy(S.USER_ID, S.SEQ).count()
-    count("targets_unique", F.col("count") > 1, "the same event is a target twice")
-    frame(duplicates)
+    def __init__(
+        self, name: str, cutoff: Column, truth: DataFrame, population: DataFrame, targets: DataFrame
+    ) -> None:
+        self.name, self.cutoff, self.truth = name, cutoff, truth
+        self.frames: list[tuple[DataFrame, list[tuple[str, Column, str]]]] = []
+        self._checks: list[tuple[str, Column, str]] = []  # (check, its count over its frame, detail)
+        # Most checks read the labelled events or the split's targets: computed once and kept on
+        # local disk, not the heap, they are not re-planned per check.
+        self.labelled = (
+            population.join(truth, S.USER_ID)
+            .withColumn(BEFORE, F.col(S.TS) < cutoff)
+            .persist(StorageLevel.DISK_ONLY)
+        )
+        self.training = self.labelled.where(~F.col(NEW) & F.col(BEFORE))
+        self.split_targets = targets.where(F.col(S.SPLIT) == name).persist(StorageLevel.DISK_ONLY)
 
-    recount = split_targets.groupBy(S.CELL).agg(
-        F.count_distinct(S.USER_ID).alias("_users"), F.count(F.lit(1)).alias("_targets")
-    )
-    stored = counts.where(F.col(S.SPLIT) == name).select(S.CELL, "n_users", "n_targets")
-    count(
-        "counts_reconcile",
-        ~F.col("n_users").eqNullSafe(F.col("_users")) | ~F.col("n_targets").eqNullSafe(F.col("_targets")),
-        "split_counts differ from the targets table",
-    )
-    frame(stored.join(recount, S.CELL, "full_outer"))
-    if model_inputs is not None:
-        catalogue, sequences = model_inputs
-        with_new = sequences.join(truth.select(S.USER_ID, NEW), S.USER_ID, "left")
+    def count(self, check: str, violating: Column, detail: str) -> None:
+        self._checks.append((check, F.count(F.when(violating, True)), detail))
+
+    def frame(self, rows: DataFrame) -> None:
+        self.frames.append((rows, list(self._checks)))
+        self._checks.clear()
+
+    def holdout_and_training(self) -> None:
+        count, cutoff = self.count, self.cutoff
+        count("holdout_matches_hash", F.col("_stored") != F.col(NEW), "is_new differs from the seeded hash")
+        self.frame(self.truth)
+        in_training = ~F.col(NEW) & F.col(BEFORE)
+        count(
+            "no_new_user_in_training",
+            in_training & F.col("_stored"),
+            "a held-out user's event is in the training events",
+        )
+        count(
+            "training_before_cutoff",
+            in_training & (F.col(S.TS) >= cutoff),
+            "a training event at or after the cutoff",
+        )
+        self.frame(self.labelled)
+
+    def targets(self) -> None:
+        count, cutoff, labelled, split_targets = self.count, self.cutoff, self.labelled, self.split_targets
+        seen = self.training.select(S.ITEM_ID).distinct().withColumn("_seen", F.lit(True))
+        events = labelled.select(S.USER_ID, S.SEQ, F.col(S.ITEM_ID).alias("_item"), F.col(S.TS).alias("_ts"))
+        # Per user of the split: held out or not (by the hash), and their first event.
+        users = self.truth.select(S.USER_ID, NEW).join(
+            labelled.groupBy(S.USER_ID).agg(F.min(F.struct(S.TS, S.SEQ)).alias("_first")), S.USER_ID, "left"
+        )
+        checked = (
+            split_targets.join(users, S.USER_ID, "left")
+            .join(events, [S.USER_ID, S.SEQ], "left")
+            .join(seen, S.ITEM_ID, "left")
+        )
+        cell = expected_cell(F.col(NEW), F.col(S.TS) < cutoff, F.coalesce(F.col("_seen"), F.lit(False)))
+        count(
+            "target_cell_consistent",
+            F.col(NEW).isNull() | (F.col(S.CELL) != cell),
+            "a target's cell disagrees with its user, period or item",
+        )
+        count(
+            "targets_are_events",
+            F.col("_item").isNull() | (F.col("_item") != F.col(S.ITEM_ID)) | (F.col("_ts") != F.col(S.TS)),
+            "a target is not an event of its user",
+        )
+        count(
+            "target_has_earlier_event",
+            F.col("_first").isNull() | (F.struct(S.TS, S.SEQ) <= F.col("_first")),
+            "a target is its user's first event (no context)",
+        )
+        self.frame(checked)
+
+        period = F.when(F.col(S.TS) < cutoff, F.lit(S.PAST)).otherwise(F.lit(S.FUTURE))
+        per_period = split_targets.groupBy(S.USER_ID, period.alias(S.PERIOD)).count()
+        count(
+            "at_most_100_targets_per_period",
+            F.col("count") > MAX_TARGETS_PER_PERIOD,
+            "more than 100 targets for a user and period",
+        )
+        self.frame(per_period)
+        duplicates = split_targets.groupBy(S.USER_ID, S.SEQ).count()
+        count("targets_unique", F.col("count") > 1, "the same event is a target twice")
+        self.frame(duplicates)
+
+    def stored_counts(self, counts: DataFrame) -> None:
+        recount = self.split_targets.groupBy(S.CELL).agg(
+            F.count_distinct(S.USER_ID).alias("_users"), F.count(F.lit(1)).alias("_targets")
+        )
+        stored = counts.where(F.col(S.SPLIT) == self.name).select(S.CELL, "n_users", "n_targets")
+        self.count(
+            "counts_reconcile",
+            ~F.col("n_users").eqNullSafe(F.col("_users")) | ~F.col("n_targets").eqNullSafe(F.col("_targets")),
+            "split_counts differ from the targets table",
+        )
+        self.frame(stored.join(recount, S.CELL, "full_outer"))
+
+    def model_inputs(self, catalogue: DataFrame, sequences: DataFrame) -> None:
+        count, cutoff = self.count, self.cutoff
+        with_new = sequences.join(self.truth.select(S.USER_ID, NEW), S.USER_ID, "left")
         count(
             "model_inputs_before_cutoff",
             F.col(S.LAST_TS) >= cutoff,
@@ -184,7 +208,7 @@ def check_split(
             F.coalesce(F.col(NEW), F.lit(False)),
             "a held-out user's events are in the training sequences",
         )
-        frame(with_new)
+        self.frame(with_new)
         # What leave-last-out gets wrong: the model trained on a period it is then scored on.
         last_trained = sequences.agg(F.max(S.LAST_TS).alias("_last_trained"))
         count(
@@ -192,20 +216,15 @@ def check_split(
             F.col(S.TS) < F.col("_last_trained"),
             "a future target precedes an event the model trained on",
         )
-        frame(split_targets.where(F.col(S.TS) >= cutoff).crossJoin(last_trained))
-        trained = training.groupBy(S.ITEM_ID).agg(F.count(F.lit(1)).alias("_count"))
+        self.frame(self.split_targets.where(F.col(S.TS) >= cutoff).crossJoin(last_trained))
+        trained = self.training.groupBy(S.ITEM_ID).agg(F.count(F.lit(1)).alias("_count"))
         counted = F.coalesce(F.col("_count"), F.lit(0))
         count(
             "catalogue_counts_training_only",
             ~counted.eqNullSafe(F.col(S.TRAIN_COUNT)) | (F.col(S.SEEN) != (counted > 0)),
             "a catalogue item's training count or seen flag differs from the training events",
         )
-        frame(catalogue.join(trained, S.ITEM_ID, "full_outer"))
-    try:
-        return count_violations(dataset, name, frames)
-    finally:
-        labelled.unpersist()
-        split_targets.unpersist()
+        self.frame(catalogue.join(trained, S.ITEM_ID, "full_outer"))
 
 
 def count_violations(
