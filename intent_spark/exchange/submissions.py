@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -546,29 +546,120 @@ def submit(
         StorageLevel.MEMORY_AND_DISK
     )
     try:
-        return _score_checked(
-            spark,
-            lake,
-            dataset,
-            split,
-            name,
-            path,
-            fmt,
-            sha,
-            checked,
-            targets,
-            strict,
-            tracking_uri,
-            progress,
+        submission = Submission(
+            spark, lake, dataset, split, name, path, fmt, sha, strict, tracking_uri, progress
         )
+        return _score_checked(submission, checked, targets)
     finally:
         checked.unpersist()
         catalogue_ids.unpersist()
 
 
-def _score_checked(
-    spark, lake, dataset, split, name, path, fmt, sha, checked, targets, strict, tracking_uri, progress
-) -> Scored:
+@dataclass(frozen=True)
+class Submission:
+    """One ``intent submit``: where it goes and what it is (its file, format and digest)."""
+
+    spark: SparkSession
+    lake: str
+    dataset: str
+    split: str
+    name: str
+    path: str
+    fmt: str
+    sha: str
+    strict: bool
+    tracking_uri: str | None
+    progress: Callable[[str], None]
+
+    @property
+    def where(self) -> str:
+        return f"{self.dataset} {self.split} {self.name}"
+
+
+def _score_checked(sub: Submission, checked: DataFrame, targets: DataFrame) -> Scored:
+    total, faults, lengths = _faults(sub, checked)
+    accepted = checked.where(F.col("_reason").isNull())
+    split_rows = targets.where(F.col(S.SPLIT) == sub.split)
+    # an accepted row's target is unique (every copy of a repeated one is rejected)
+    listed = split_rows.select(S.TARGET_ID).join(
+        accepted.select(S.TARGET_ID, F.lit(True).alias("_listed")), S.TARGET_ID, "left"
+    )
+    absent = F.col("_listed").isNull()
+    n_targets, missing, example = listed.agg(
+        F.count(F.lit(1)), F.count(F.when(absent, 1)), F.min(F.when(absent, F.col(S.TARGET_ID)))
+    ).first()
+    for fault in faults:
+        sub.progress(f"{sub.where}: warning: {fault.message()}")
+    if missing:
+        sub.progress(
+            f"{sub.where}: warning: {missing:,} of {n_targets:,} targets have no accepted row and "
+            f"are scored as misses (e.g. target_id {example})"
+        )
+    rejected = checked.where(F.col("_reason").isNotNull())
+    rejects_file = _write_rejects(
+        sub.spark, sub.lake, sub.dataset, sub.split, sub.name, rejected, bool(faults)
+    )
+    if sub.strict and (faults or missing):
+        kinds = [fault.message() for fault in faults]
+        if missing:
+            kinds.append(f"{missing:,} targets missing (e.g. target_id {example})")
+        raise IntentError(
+            f"{sub.path}: --strict: "
+            + "; ".join(kinds)
+            + (f"; rejects in {rejects_file}" if rejects_file else "")
+            + NOTHING
+        )
+    if lengths is None:
+        unit = "row" if sub.fmt == "parquet" else "line"
+        raise IntentError(
+            f"{sub.path}: no {unit} is usable ({total:,} rejected"
+            + (f"; see {rejects_file}" if rejects_file else "")
+            + ")"
+        )
+    shortest, longest, n_accepted, n_scored = (
+        int(lengths[k]) for k in ("shortest", "longest", "count", "scored")
+    )
+    record = {
+        S.DATASET: sub.dataset,
+        S.SPLIT: sub.split,
+        S.MODEL: sub.name,
+        "file": sub.path,
+        "sha256": sub.sha,
+        "rows": total,
+        "accepted": n_accepted,
+        "rejected": total - n_accepted,
+        "targets": n_targets,
+        "missing": missing,
+        S.LIST_LENGTH: shortest,
+        "longest_list": longest,
+        "has_scores": n_scored > 0,
+    }
+    run_id = _commit(sub, record, split_rows.join(target_ranks(accepted), S.TARGET_ID, "left"))
+    sub.progress(
+        f"{sub.where}: {n_accepted:,} of {total:,} rows accepted, lists of {shortest:,}-{longest:,} items; "
+        f"metrics at K <= {shortest:,} are exact, above it unavailable"
+    )
+    return Scored(
+        sub.name,
+        sub.split,
+        total,
+        n_accepted,
+        faults,
+        n_targets,
+        missing,
+        example,
+        shortest,
+        longest,
+        sub.sha,
+        run_id,
+        rejects_file,
+    )
+
+
+def _faults(sub: Submission, checked: DataFrame) -> tuple[int, list[Fault], Row | None]:
+    """The rows of the file, its faults by kind (first line first), and the accepted rows'
+    count and list lengths (None: no row accepted); a file with no row, or a JSON file with no
+    object in it, is refused in one line."""
     # one pass over the checked rows: a row per kind of fault (and one for the accepted rows,
     # kind null) with its count, its first line and the accepted lists' lengths
     kinds = (
@@ -584,117 +675,50 @@ def _score_checked(
     )
     total = sum(r["count"] for r in kinds)
     if total == 0:
-        raise IntentError(f"{path}: the file holds no rows{NOTHING}")
-    rejected = checked.where(F.col("_reason").isNotNull())
-    unit = "row" if fmt == "parquet" else "line"
+        raise IntentError(f"{sub.path}: the file holds no rows{NOTHING}")
+    unit = "row" if sub.fmt == "parquet" else "line"
     faults = [
         Fault(r["_kind"], r["count"], r["_first"]["line"], r["_first"]["_reason"], unit)
         for r in sorted(kinds, key=lambda r: r["_first"]["line"])
         if r["_kind"] is not None
     ]
-    lengths = next((r for r in kinds if r["_kind"] is None), None)
-    if fmt == "json" and [f.kind for f in faults] == [NOT_AN_OBJECT] and faults[0].count == total:
+    if sub.fmt == "json" and [f.kind for f in faults] == [NOT_AN_OBJECT] and faults[0].count == total:
         lines = "line" if total == 1 else "lines"
         raise IntentError(
-            f"{path}: not JSON Lines: none of its {total:,} {lines} is a JSON object (line 1: "
+            f"{sub.path}: not JSON Lines: none of its {total:,} {lines} is a JSON object (line 1: "
             f"{_shown_line(checked)}); write one JSON object per line{NOTHING}"
         )
-    accepted = checked.where(F.col("_reason").isNull())
-    split_rows = targets.where(F.col(S.SPLIT) == split)
-    # an accepted row's target is unique (every copy of a repeated one is rejected)
-    listed = split_rows.select(S.TARGET_ID).join(
-        accepted.select(S.TARGET_ID, F.lit(True).alias("_listed")), S.TARGET_ID, "left"
-    )
-    absent = F.col("_listed").isNull()
-    n_targets, missing, example = listed.agg(
-        F.count(F.lit(1)), F.count(F.when(absent, 1)), F.min(F.when(absent, F.col(S.TARGET_ID)))
-    ).first()
-    for fault in faults:
-        progress(f"{dataset} {split} {name}: warning: {fault.message()}")
-    if missing:
-        progress(
-            f"{dataset} {split} {name}: warning: {missing:,} of {n_targets:,} targets have no accepted row and "
-            f"are scored as misses (e.g. target_id {example})"
-        )
-    rejects_file = _write_rejects(spark, lake, dataset, split, name, rejected, bool(faults))
-    if strict and (faults or missing):
-        kinds = [fault.message() for fault in faults]
-        if missing:
-            kinds.append(f"{missing:,} targets missing (e.g. target_id {example})")
-        raise IntentError(
-            f"{path}: --strict: "
-            + "; ".join(kinds)
-            + (f"; rejects in {rejects_file}" if rejects_file else "")
-            + NOTHING
-        )
-    if lengths is None:
-        raise IntentError(
-            f"{path}: no {unit} is usable ({total:,} rejected"
-            + (f"; see {rejects_file}" if rejects_file else "")
-            + ")"
-        )
-    shortest, longest, n_accepted, n_scored = (
-        int(lengths[k]) for k in ("shortest", "longest", "count", "scored")
-    )
-    ranks = split_rows.join(target_ranks(accepted), S.TARGET_ID, "left").select(
+    return total, faults, next((r for r in kinds if r["_kind"] is None), None)
+
+
+def _commit(sub: Submission, record: dict, ranked: DataFrame) -> str | None:
+    """The submission's ``submissions`` row, its ranks (a target with no accepted row a miss)
+    and its MLflow run (the run's id, None without a store)."""
+    ranks = ranked.select(
         S.DATASET,
         S.SPLIT,
         S.CELL,
-        F.lit(name).alias(S.MODEL),
+        F.lit(sub.name).alias(S.MODEL),
         S.USER_ID,
         S.SEQ,
         F.coalesce(F.col(S.RANK), F.lit(float("inf"))).alias(S.RANK),
         F.coalesce(F.col(S.TIED), F.lit(0)).alias(S.TIED),
     )
-    record = {
-        S.DATASET: dataset,
-        S.SPLIT: split,
-        S.MODEL: name,
-        "file": path,
-        "sha256": sha,
-        "rows": total,
-        "accepted": n_accepted,
-        "rejected": total - n_accepted,
-        "targets": n_targets,
-        "missing": missing,
-        S.LIST_LENGTH: shortest,
-        "longest_list": longest,
-        "has_scores": n_scored > 0,
-    }
     write_dataset(
-        spark.createDataFrame([record], S.SUBMISSIONS_SCHEMA),
-        lake,
+        sub.spark.createDataFrame([record], S.SUBMISSIONS_SCHEMA),
+        sub.lake,
         S.SUBMISSIONS,
-        dataset,
-        model=name,
-        split=split,
+        sub.dataset,
+        model=sub.name,
+        split=sub.split,
     )
     # the shortest list first: ranks without it would read as 0 beyond the lists
-    written = write_dataset(ranks, lake, S.RANKS, dataset, model=name, split=split)
-    if written != n_targets:
-        raise IntentError(f"{dataset} {split} {name}: wrote {written:,} ranks for {n_targets:,} targets")
-    run_id = None
-    if tracking_uri:
-        run_id = _log_submission(tracking_uri, dataset, name, {**record, "format": fmt})
-    progress(
-        f"{dataset} {split} {name}: {n_accepted:,} of {total:,} rows accepted, lists of {shortest:,}-{longest:,} items; "
-        f"metrics at K <= {shortest:,} are exact, above it unavailable"
-    )
-    return Scored(
-        name,
-        split,
-        total,
-        n_accepted,
-        faults,
-        n_targets,
-        missing,
-        example,
-        shortest,
-        longest,
-        sha,
-        run_id,
-        rejects_file,
-    )
+    written = write_dataset(ranks, sub.lake, S.RANKS, sub.dataset, model=sub.name, split=sub.split)
+    if written != record["targets"]:
+        raise IntentError(f"{sub.where}: wrote {written:,} ranks for {record['targets']:,} targets")
+    if not sub.tracking_uri:
+        return None
+    return _log_submission(sub.tracking_uri, sub.dataset, sub.name, {**record, "format": sub.fmt})
 
 
 def _shown_line(checked: DataFrame) -> str:
