@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
 from intent_spark.core.faults import fault_point
+from intent_spark.core.progress import Progress, silent
 from intent_spark.evaluate.corrections import (
     CORRECTION,
     DEFAULT_CORRECTION,
@@ -131,7 +132,7 @@ def evaluate(
     bootstrap: int = 0,
     correction: str = DEFAULT_CORRECTION,
     tracking_uri: str | None = None,
-    progress=lambda _: None,
+    progress: Progress = silent,
 ) -> int:
     """Write ``user_metrics``, ``metrics`` and ``comparisons`` from ``ranks``; log each model's
     cell metrics to its MLflow training run. Returns the number of metric rows."""
@@ -176,7 +177,7 @@ def submission_limits(spark, lake: str, dataset: str) -> DataFrame | None:
     return read_table(spark, lake, S.SUBMISSIONS, dataset).select(S.DATASET, S.SPLIT, S.MODEL, S.LIST_LENGTH)
 
 
-def log_cell_metrics(tracking_uri: str, dataset: str, rows: list, progress=lambda _: None) -> None:
+def log_cell_metrics(tracking_uri: str, dataset: str, rows: list, progress: Progress = silent) -> None:
     """Each model's ``metrics`` rows as MLflow metrics of its newest training run."""
     from intent_spark.lake.tracking import find_run, log_run_metrics
 

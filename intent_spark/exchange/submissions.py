@@ -22,6 +22,7 @@ from pyspark.sql import types as T
 
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
+from intent_spark.core.progress import Progress, silent
 from intent_spark.exchange.tasks import split_targets
 from intent_spark.lake.files import filesystem, write_single_file
 from intent_spark.lake.tables import read_table, write_dataset
@@ -524,7 +525,7 @@ def submit(
     split: str = S.TEST,
     strict: bool = False,
     tracking_uri: str | None = None,
-    progress: Callable[[str], None] = lambda _: None,
+    progress: Progress = silent,
 ) -> Scored:
     """Check the submission, write its ranks (every target of the split: rejected and missing
     ones as misses), its ``submissions`` row, its rejects and its MLflow run."""

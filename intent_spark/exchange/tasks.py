@@ -15,7 +15,7 @@ groups (``write_single_file``), so exporting the same lake twice gives the same 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
+from intent_spark.core.progress import Progress, silent
 from intent_spark.exchange.formats import format_text
 from intent_spark.lake.files import filesystem, write_single_file
 from intent_spark.lake.tables import has_table, read_table, source_table
@@ -136,7 +137,7 @@ def export_tasks(
     *,
     splits: Sequence[str] | None = None,
     context: int = DEFAULT_CONTEXT,
-    progress: Callable[[str], None] = lambda _: None,
+    progress: Progress = silent,
 ) -> list[Exported]:
     """Write the files of each split (default: every split of the dataset) under ``out``."""
     if context < 1:

@@ -15,6 +15,7 @@ from intent_spark.core import schema as S
 from intent_spark.core.datasets import VARIANT_SEPARATOR
 from intent_spark.core.errors import IntentError
 from intent_spark.core.faults import fault_point
+from intent_spark.core.progress import Progress, silent
 from intent_spark.core.sources import EventsSpec, SourceConf
 from intent_spark.ingest.events import (
     REASON_CHECKED,
@@ -207,7 +208,7 @@ def ingest_source(
     raw_root: str,
     lake: str,
     dataset: str | None = None,
-    progress: Callable[[str], None] = lambda _: None,
+    progress: Progress = silent,
 ) -> IngestSummary:
     """Read one source's raw files and replace its partition of every canonical table.
 

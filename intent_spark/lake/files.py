@@ -10,6 +10,8 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
+from intent_spark.core.progress import Progress, silent
+
 # Spark names S3 buckets s3a:// (Hadoop's S3A connector); pyarrow's own name is s3://.
 STORE_SCHEMES = ("s3a://", "s3://")
 ENDPOINT_ENV = "AWS_ENDPOINT_URL"  # the AWS SDKs' own variable: an S3-API store other than AWS
@@ -160,7 +162,7 @@ def write_single_file(df, path: str, fmt: str = "parquet", row_group_rows: int =
     return rows
 
 
-def remove_staging(lake: str, sources: set[str], progress=lambda _: None) -> list[str]:
+def remove_staging(lake: str, sources: set[str], progress: Progress = silent) -> list[str]:
     """Delete what killed trainings and scorings of these sources (and their variants) left in
     ``LAKE/_staging/<kind>/<dataset>``; the caller holds their locks. Returns what it removed."""
     system, root = filesystem(lake if "://" in lake else str(Path(lake).resolve()))

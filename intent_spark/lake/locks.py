@@ -34,6 +34,7 @@ from typing import Any
 
 from intent_spark.core.datasets import parse_dataset
 from intent_spark.core.errors import IntentError
+from intent_spark.core.progress import Progress, silent
 
 LOCKS = "_locks"
 UNLOCKED_STORE = (
@@ -275,7 +276,7 @@ def _store_failure(lake: str, source: str, exc: BaseException) -> IntentError:
 
 @contextmanager
 def dataset_lock(
-    lake: str, datasets: Iterable[str], command: str, progress: Callable[[str], None] = lambda _: None
+    lake: str, datasets: Iterable[str], command: str, progress: Progress = silent
 ) -> Iterator[None]:
     """Hold the write lock of every source of ``datasets`` inside the block (all or none)."""
     from intent_spark.lake.files import on_store

@@ -21,6 +21,7 @@ from intent_spark.core import schema as S
 from intent_spark.core.conf import CONF_DIR, child
 from intent_spark.core.datasets import parse_dataset
 from intent_spark.core.errors import IntentError
+from intent_spark.core.progress import Progress, silent
 from intent_spark.core.runconf import DatasetEntry, RunConf
 from intent_spark.core.sources import SourceConf, at_item_level, load_source
 from intent_spark.pipeline import graph
@@ -82,7 +83,7 @@ class Runner:
         lake: str | None = None,
         force: bool = False,
         spark_settings: dict[str, str] | None = None,
-        progress: Callable[[str], None] = lambda _: None,
+        progress: Progress = silent,
     ):
         self.conf = conf
         self.lake = lake or conf.lake_path

@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from intent_spark.core.progress import Progress, silent
+
 
 def fingerprint(*parts: Any) -> str:
     """A short stable digest of JSON-able parts."""
@@ -58,7 +60,7 @@ class StageLog:
     lake: str
     dataset: str
     force: bool = False
-    progress: Callable[[str], None] = lambda _: None
+    progress: Progress = silent
 
     def __post_init__(self) -> None:
         from intent_spark.lake.files import filesystem

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import TRANSFER_SEPARATOR, is_transfer, parse_dataset
 from intent_spark.core.faults import fault_point
+from intent_spark.core.progress import Progress, silent
 from intent_spark.core.runconf import CompareConf
 from intent_spark.evaluate.corrections import (
     CORRECTION_NAMES,
@@ -498,7 +499,7 @@ def write_report(
     *,
     title: str = "intent-spark benchmark",
     extra: Sequence[Section] = (),
-    progress=lambda _: None,
+    progress: Progress = silent,
 ) -> Path:
     """``report.html`` (self-contained), ``report.md``, ``summary.csv``, ``tables/*.csv`` and
     ``figures/*.png``. The page opens with the summary; a table of contents links every section.
@@ -631,7 +632,7 @@ def build_report(
     *,
     compare: CompareConf | None = None,
     correction: str = DEFAULT_CORRECTION,
-    progress=lambda _: None,
+    progress: Progress = silent,
 ) -> Path:
     """The report of the chosen datasets, with the comparisons of ``compare`` (by default those
     whose variants and transfers are in the lake) and the backtests in the lake; p-values

@@ -18,7 +18,6 @@ training, so ``training_events`` (known users, ``past``) is the protocol's train
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +27,7 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import HORIZON, LEAVE_LAST_OUT, PROTOCOLS, DatasetRef, parse_dataset
 from intent_spark.core.errors import IntentError
+from intent_spark.core.progress import Progress, silent
 from intent_spark.lake.tables import has_table, ingested_source, read_table, write_dataset
 from intent_spark.split.holdout import assign_holdout
 from intent_spark.split.stage import cell_counts, write_checksums
@@ -178,7 +178,7 @@ def run_protocol_split(
     lake: str,
     dataset: str,
     max_per_period: int,
-    progress: Callable[[str], None] = lambda _: None,
+    progress: Progress = silent,
 ) -> None:
     """Write holdout, splits, targets, split_counts and checksums of a protocol variant
     (``amazon_hk.horizon``); its source must be split first."""

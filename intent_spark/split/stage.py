@@ -7,7 +7,6 @@ with its own holdout, so every test cell has a validation twin built the same wa
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +16,7 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.faults import fault_point
+from intent_spark.core.progress import Progress, silent
 from intent_spark.lake.checksum import table_checksums
 from intent_spark.lake.files import on_store
 from intent_spark.lake.tables import ingest_record, persisted_events, read_table, write_dataset
@@ -170,7 +170,7 @@ def run_split(
     lake: str,
     dataset: str,
     conf: SplitConf,
-    progress: Callable[[str], None] = lambda _: None,
+    progress: Progress = silent,
     report: Path | bool = False,
 ) -> list[SplitOutcome]:
     """Write holdout, splits, split_candidates, targets, split_counts and checksums of a dataset,
@@ -202,7 +202,7 @@ def split_events(
     events: DataFrame,
     dataset: str,
     conf: SplitConf,
-    progress: Callable[[str], None] = lambda _: None,
+    progress: Progress = silent,
     key: str | None = None,
 ) -> list[SplitOutcome]:
     """The test split of ``events``, then the validation split of its training events; lazy,

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
 from intent_spark.core.faults import fault_point
+from intent_spark.core.progress import Progress, silent
 from intent_spark.lake.readers import read_catalogue, split_files, training_batches
 from intent_spark.lake.tables import read_table, source_table
 from intent_spark.lake.tracking import code_version, start_run
@@ -94,7 +95,7 @@ def train(
     tracking_uri: str,
     parent_run_id: str | None = None,
     splits: Sequence[str] = SPLITS,
-    progress: Callable[[str], None] = lambda _: None,
+    progress: Progress = silent,
 ) -> str:
     """Fit ``model`` (a registered name or a ``module:Class`` spec) on the training events of
     each split (default both: the test split and its validation twin); return the MLflow run

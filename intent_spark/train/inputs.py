@@ -16,13 +16,12 @@ Parquet files straight from the lake:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.faults import fault_point
+from intent_spark.core.progress import Progress, silent
 from intent_spark.lake.tables import (
     has_table,
     persisted_events,
@@ -169,7 +168,7 @@ def build_model_inputs(
     *,
     context: int,
     max_tokens: int,
-    progress: Callable[[str], None] = lambda _: None,
+    progress: Progress = silent,
     force: bool = False,
 ) -> str:
     """Write catalogue, train_sequences and score_events for both splits of a dataset; return

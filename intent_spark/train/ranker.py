@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from intent_spark.core.progress import silent
 from intent_spark.plugin import HISTORY, SCORES, VECTORS, HistoryModel, Model, UserBatch
 from intent_spark.train.rank_rule import (
     count_higher_and_tied,
@@ -48,7 +49,7 @@ def rank_blocks(
     chunk_items: int,
     device: torch.device,
     fuse_from_items: int | None = None,
-    progress: Callable[[int], None] = lambda _: None,
+    progress: Callable[[int], None] = silent,
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Yield ``(seqs, ranks, ties)`` arrays for the targets of the blocks, in batches.
 
@@ -206,7 +207,7 @@ def top_items(
     k: int,
     chunk_items: int,
     device: torch.device,
-    progress: Callable[[int], None] = lambda _: None,
+    progress: Callable[[int], None] = silent,
 ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """Yield ``(seq, indices, scores)`` per target: its best ``k`` catalogue indices, best first,
     and their scores (float64), by the scores the ranker compares.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
 from intent_spark.core.faults import fault_point
+from intent_spark.core.progress import Progress, silent
 from intent_spark.lake.files import remove_folder
 from intent_spark.lake.readers import split_files, user_batches, user_blocks
 from intent_spark.lake.tables import read_table, write_dataset
@@ -60,7 +61,7 @@ def scoring_run(
     tracking_uri: str,
     run_id: str | None = None,
     parent_run_id: str | None = None,
-    progress: Callable[[str], None] = lambda _: None,
+    progress: Progress = silent,
 ):
     """The model's class and the MLflow run to score from: the given run, or the newest for the
     dataset and model, checked against the current split and inputs. A model that fits nothing
@@ -102,7 +103,7 @@ def score(
     tracking_uri: str,
     run_id: str | None = None,
     parent_run_id: str | None = None,
-    progress: Callable[[str], None] = lambda _: None,
+    progress: Progress = silent,
 ) -> int:
     """Rank the full catalogue for every target of the splits the run was trained on; replace the
     model's ``ranks``; return its rows. A model that fits nothing and has no run yet gets one
@@ -325,7 +326,7 @@ def export_top_items(
     split: str = S.TEST,
     k: int = 100,
     run_id: str | None = None,
-    progress: Callable[[str], None] = lambda _: None,
+    progress: Progress = silent,
 ) -> int:
     """A trained model's answers in the submission format (SPEC 9): every target of ``split``
     with its top ``k`` item ids (a tie group reaching past k listed whole) and their scores, as

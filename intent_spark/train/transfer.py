@@ -10,7 +10,7 @@ differently but share words. Only SASRec-F transfers: the ID-only models know no
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
+from intent_spark.core.progress import Progress, silent
 from intent_spark.ingest.tokens import MIN_WORD_LENGTH, WORD_SPLIT
 from intent_spark.lake.readers import read_catalogue, split_files, user_blocks
 from intent_spark.lake.tables import read_table, source_table, write_dataset
@@ -109,7 +110,7 @@ def score_transfer(
     *,
     tracking_uri: str,
     model: str = "sasrec_f",
-    progress: Callable[[str], None] = lambda _: None,
+    progress: Progress = silent,
 ) -> int:
     """Rank ``target``'s test targets with ``model`` trained on ``source``'s test split (its
     newest run); write them as ``model@source`` ranks of the target and the token coverage to
