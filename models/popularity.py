@@ -34,18 +34,6 @@ class Popularity:
         self.denominator = self.train_events + self.n_items
         self.sorted_g1 = np.sort(counts[1:] + 1)
 
-    def scores(self, context: np.ndarray) -> np.ndarray:
-        """Float scores over indices 0..N for one context (index 0 gets -inf)."""
-        context = np.asarray(context, dtype=np.int64)
-        user = np.bincount(context, minlength=self.n_items + 1)[: self.n_items + 1] / len(context)
-        scores = 0.7 * user + 0.3 * (self.train_counts + 1) / self.denominator
-        scores[0] = -np.inf
-        return scores
-
-    def rank_history(self, items: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """Ranks of ``items[t]`` given the context ``items[:t]``, for each t in ``targets``."""
-        return self.rank_and_ties(items, targets)[0]
-
     def rank_and_ties(self, items: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Ranks, and how many other items tie with each target.
 

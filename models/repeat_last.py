@@ -11,18 +11,9 @@ class RepeatLast:
     def __init__(self, n_items: int) -> None:
         self.n_items = n_items
 
-    def scores(self, context: np.ndarray) -> np.ndarray:
-        scores = np.zeros(self.n_items + 1, dtype=np.float64)
-        scores[0] = -np.inf
-        scores[int(context[-1])] = 1.0
-        return scores
-
-    def rank_history(self, items: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """1 when the target repeats the previous item, else 1 + 1 + (N - 2) / 2."""
-        return self.rank_and_ties(items, targets)[0]
-
     def rank_and_ties(self, items: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Ranks, and the other items tied with each target: none on a hit, N - 2 on a miss."""
+        """Ranks (1 when the target repeats the previous item, else 1 + 1 + (N - 2) / 2), and the
+        other items tied with each target: none on a hit, N - 2 on a miss."""
         items = np.asarray(items)
         targets = np.asarray(targets, dtype=np.int64)
         hit = items[targets] == items[targets - 1]

@@ -8,10 +8,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from intent_spark.plugin import UserBatch
+from intent_spark.plugin import Catalogue, UserBatch
 from intent_spark.train.rank_rule import rank_within_scorable, tie_aware_rank
 from intent_spark.train.ranker import context_windows
-from models.popularity import Popularity, rank_batch
+from models.popularity import Popularity, PopularityModel, rank_batch
 from models.repeat_last import RepeatLast, RepeatLastModel
 
 NEG = float("-inf")
@@ -50,32 +50,27 @@ def test_repeat_last_is_one_big_tie():
     model = RepeatLast(n_items=6)
     items = np.array([3, 3, 5, 2])
     # targets at 1 (3 after 3: hit), 2 (5 after 3), 3 (2 after 5)
-    assert model.rank_history(items, np.array([1, 2, 3])).tolist() == [1.0, 4.0, 4.0]
-    assert model.rank_and_ties(items, np.array([1, 2, 3]))[1].tolist() == [0, 4, 4]
-    # miss: 1 + the last item + 4 other items tied at 0 / 2 = 1 + 1 + 2 = 4
-    scores = model.scores(items[:2])
-    assert scores.tolist() == [NEG, 0, 0, 1, 0, 0, 0]
-    full = tie_aware_rank(torch.from_numpy(scores[None, :]), torch.tensor([5])).tolist()
-    assert full == [4.0]
+    ranks, ties = model.rank_and_ties(items, np.array([1, 2, 3]))
+    assert ranks.tolist() == [1.0, 4.0, 4.0] and ties.tolist() == [0, 4, 4]
+    # miss: 1 + the last item + 4 other items tied at 0 / 2 = 1 + 1 + 2 = 4, by the rule itself
+    scores = [NEG, 0, 0, 1, 0, 0, 0]  # after the context 3, 3: item 3 scores 1, the rest 0
+    assert tie_aware_rank(torch.tensor([scores]), torch.tensor([5])).tolist() == [4.0]
 
 
-def test_popularity_scores_on_a_hand_built_context():
-    # catalogue of 4 items, training counts g = 5, 3, 0, 2 (E = 10); context 1, 1, 3 (n = 3)
-    model = Popularity(np.array([0, 5, 3, 0, 2]))
-    scores = model.scores(np.array([1, 1, 3]))
-    expected = [
-        NEG,
-        0.7 * 2 / 3 + 0.3 * 6 / 14,
-        0.7 * 0 / 3 + 0.3 * 4 / 14,
-        0.7 * 1 / 3 + 0.3 * 1 / 14,
-        0.7 * 0 / 3 + 0.3 * 3 / 14,
-    ]
-    assert scores.tolist() == pytest.approx(expected)
-    # order: item 1 (.5952), item 3 (.2548), item 2 (.0857), item 4 (.0643)
+def test_popularity_on_a_hand_built_context():
+    # catalogue of 4 items, training counts g = 5, 3, 0, 2 (E = 10, E + N = 14); context 1, 1, 3
+    # (n = 3). SPEC 4's scores by hand: item 1 .7 * 2/3 + .3 * 6/14 = .5952, item 2 .3 * 4/14 =
+    # .0857, item 3 .7/3 + .3/14 = .2548, item 4 .3 * 3/14 = .0643; as the integers the model
+    # compares (x 10 n (E + N) = 420): 7 c (E + N) + 3 n (g + 1) = 250, 36, 107, 27.
+    catalogue = Catalogue(np.array([0, 5, 3, 0, 2]), np.zeros((5, 1), dtype=np.int64))
+    model = PopularityModel(catalogue, None, torch.device("cpu"))
+    model.fit(None)
     items = np.array([1, 1, 3, 0])
+    assert model.history_scores(items, np.array([3])).tolist() == [[0.0, 250.0, 36.0, 107.0, 27.0]]
+    # order: item 1, item 3, item 2, item 4
     for target, rank in ((1, 1.0), (3, 2.0), (2, 3.0), (4, 4.0)):
         items[3] = target
-        assert model.rank_history(items, np.array([3])).tolist() == [rank]
+        assert model.rank_and_ties(items, np.array([3]))[0].tolist() == [rank]
 
 
 def test_popularity_exact_tie_between_user_and_global_terms():
@@ -86,7 +81,7 @@ def test_popularity_exact_tie_between_user_and_global_terms():
     items = np.array([1, 3, 3, 0])
     for target, rank, tied in ((1, 2.5, 1), (2, 2.5, 1), (3, 1.0, 0), (4, 4.0, 0)):
         items[3] = target
-        assert model.rank_history(items, np.array([3])).tolist() == [rank]
+        assert model.rank_and_ties(items, np.array([3]))[0].tolist() == [rank]
         assert model.rank_and_ties(items, np.array([3]))[1].tolist() == [tied]
 
 
@@ -101,7 +96,7 @@ def test_popularity_fast_rank_equals_the_full_score_rank(counts, history):
     model = Popularity(train_counts)
     items = np.array(history)
     targets = np.arange(1, len(items))
-    fast = model.rank_history(items, targets)
+    fast, _ = model.rank_and_ties(items, targets)
     for t, rank in zip(targets, fast, strict=True):
         # exact rationals scaled to integers, as floats would blur ties
         user = np.bincount(items[:t], minlength=9)[:9]
