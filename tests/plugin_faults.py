@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from intent_spark.plugin import HistoryModel, ScoresModel, VectorsModel
+from intent_spark.plugin import HistoryModel, Model, ScoresModel, VectorsModel
 
 
 class PrefixScores(ScoresModel):
@@ -94,6 +94,13 @@ class UnloadableSave(PrefixScores):
 
 class NotAModel:
     name = "not_a_model"
+
+
+class KindByName(Model):
+    """Says it is a scores model but subclasses none of the kinds: the kind is the class's."""
+
+    name = "kind_by_name"
+    kind = "scores"
 
 
 class FitRaises(PrefixScores):

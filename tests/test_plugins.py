@@ -270,6 +270,7 @@ def test_an_unknown_name_lists_the_registered_models():
         ),
         (f"{FAULTS}:Missing", r"plugin_faults has no Missing"),
         (f"{FAULTS}:NotAModel", r"is not a subclass of intent_spark.plugin.Model"),
+        (f"{FAULTS}:KindByName", r"subclass VectorsModel, ScoresModel or HistoryModel \(kind 'scores'\)$"),
         ("plugin_faults", r"a spec is module:Class|unknown model"),
     ],
 )

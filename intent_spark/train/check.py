@@ -247,7 +247,7 @@ class _LifeCycle:
     def answer(self, loaded) -> None:
         """``scorable`` and the model's own answer on a batch of contexts, through the checks
         the framework puts every answer through."""
-        from intent_spark.plugin import HISTORY, SCORES, VECTORS
+        from intent_spark.plugin import HistoryModel, ScoresModel, VectorsModel
         from intent_spark.train.ranker import _checked, _checked_mask, context_windows
 
         n_items = self.catalogue.n_items
@@ -255,13 +255,13 @@ class _LifeCycle:
         self.ok(
             "scorable", f"gave {described(mask)}: {int(mask.sum())} items scored, the rest tie at the bottom"
         )
-        if self.cls.kind == HISTORY:
+        if issubclass(self.cls, HistoryModel):
             self.ok(
                 "history",
                 f"rank_and_ties gets a user's items ({described(self.blocks[0].items)}) and target positions",
             )
             return
-        if self.cls.kind not in (SCORES, VECTORS):
+        if not issubclass(self.cls, (ScoresModel, VectorsModel)):
             return
         windows = np.concatenate(
             [context_windows(b.items, b.targets, self.sizes.context) for b in self.blocks[:4]]
@@ -269,7 +269,7 @@ class _LifeCycle:
         contexts = torch.from_numpy(windows).to(self.device)
         loaded.eval()
         with torch.no_grad():
-            if self.cls.kind == SCORES:
+            if issubclass(self.cls, ScoresModel):
                 values = self.step(
                     "scores", lambda: _checked(loaded.scores(contexts), "scores", (len(windows), n_items + 1))
                 )

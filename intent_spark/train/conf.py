@@ -10,7 +10,7 @@ from typing import Any
 
 from intent_spark.core.conf import CONF_DIR, check_keys, child, from_mapping, load_yaml, unknown_key
 from intent_spark.core.errors import ConfError
-from intent_spark.plugin import HISTORY
+from intent_spark.plugin import HistoryModel
 from intent_spark.train.registry import is_spec, registered, resolve
 
 
@@ -67,7 +67,7 @@ def known_settings(model: str) -> list[str]:
     models, which rank a whole history exactly)."""
     cls = resolve(model)
     names = [f.name for f in dataclasses.fields(cls.Settings)]
-    framework = [] if cls.kind == HISTORY else [k for k in SCORING_KEYS if k not in names]
+    framework = [] if issubclass(cls, HistoryModel) else [k for k in SCORING_KEYS if k not in names]
     return [n for n in names if n not in SHARED_KEYS] + framework
 
 

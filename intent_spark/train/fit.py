@@ -27,7 +27,7 @@ from intent_spark.core.progress import Progress, silent
 from intent_spark.lake.readers import read_catalogue, split_files, training_batches
 from intent_spark.lake.tables import read_table, source_table
 from intent_spark.lake.tracking import code_version, start_run
-from intent_spark.plugin import HISTORY, Catalogue, Model, TrainingData, pick_device
+from intent_spark.plugin import Catalogue, HistoryModel, Model, TrainingData, pick_device
 from intent_spark.split.populations import SPLITS, split_cutoffs
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.inputs import build_model_inputs
@@ -118,7 +118,9 @@ def train(
         progress(f"{dataset}: no {', '.join(absent)} split; training {', '.join(cutoffs)} only")
         splits = [split for split in splits if split in cutoffs]
     device = pick_device()
-    distributed = cls.fits and conf.processes > 1 and cls.kind != HISTORY  # count models: one process
+    distributed = (
+        cls.fits and conf.processes > 1 and not issubclass(cls, HistoryModel)
+    )  # count models: one process
     split_rows = read_table(spark, lake, S.SPLITS, dataset).collect()  # a row per split
     params: dict[str, Any] = {
         "dataset": dataset,

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from intent_spark.core.progress import silent
-from intent_spark.plugin import HISTORY, SCORES, VECTORS, HistoryModel, Model, UserBatch
+from intent_spark.plugin import HistoryModel, Model, ScoresModel, UserBatch, VectorsModel
 from intent_spark.train.rank_rule import (
     count_higher_and_tied,
     fused_count_higher_and_tied,
@@ -62,7 +62,7 @@ def rank_blocks(
     compiled loop. Score models: as many contexts at once as keep a batch's scores within
     ``chunk_items``.
     """
-    if model.kind == HISTORY:
+    if isinstance(model, HistoryModel):
         yield from _rank_histories(model, blocks, progress)
         return
     model.eval()
@@ -71,7 +71,7 @@ def rank_blocks(
     column_of = torch.full((scorable.shape[0],), -1, dtype=torch.long, device=device)
     column_of[columns] = torch.arange(columns.shape[0], device=device)
     n_unscorable = model.catalogue.n_items - columns.shape[0]
-    if model.kind == SCORES:
+    if isinstance(model, ScoresModel):
         rows = max(1, min(batch_size, chunk_items // (model.catalogue.n_items + 1)))
         rank = _score_ranker(model, columns, n_unscorable)
     else:
@@ -220,7 +220,7 @@ def top_items(
     n_items = model.catalogue.n_items
     rows = max(1, chunk_items // (n_items + 1))
     model.eval()
-    score = _history_scorer(model) if model.kind == HISTORY else _context_scorer(model, device)
+    score = _history_scorer(model) if isinstance(model, HistoryModel) else _context_scorer(model, device)
     done = 0
     pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (items, targets, seqs) slices
 
@@ -294,7 +294,7 @@ def _context_scorer(model, device: torch.device):
     scorable = _checked_mask(model.scorable(), model.catalogue.n_items).to(device)
     columns = scorable.nonzero().squeeze(1)
     mask = scorable[1:].cpu().numpy()
-    if model.kind == VECTORS:
+    if isinstance(model, VectorsModel):
         with torch.no_grad():
             catalogue = _checked(
                 model.item_vectors(), "item vectors", (model.catalogue.n_items + 1, None)
@@ -309,7 +309,7 @@ def _context_scorer(model, device: torch.device):
         windows = np.concatenate([context_windows(items, targets, context) for items, targets, _ in parts])
         batch = torch.from_numpy(windows).to(device)
         full = torch.zeros((batch.shape[0], model.catalogue.n_items + 1), dtype=torch.float64, device=device)
-        if model.kind == VECTORS:
+        if isinstance(model, VectorsModel):
             states = _checked(
                 model.encode(batch, catalogue), "context states", (batch.shape[0], matrix.shape[1])
             )

@@ -17,7 +17,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from intent_spark.core.errors import IntentError
-from intent_spark.plugin import KINDS, Model
+from intent_spark.plugin import HistoryModel, Model, ScoresModel, VectorsModel
 
 ENTRY_POINT_GROUP = "intent_spark.models"
 BUILT_IN = {
@@ -121,7 +121,7 @@ def check_class(cls, where: str) -> type[Model]:
     """A model class: an ``intent_spark.plugin.Model`` of a known kind, a name, settings as a dataclass."""
     if not (isinstance(cls, type) and issubclass(cls, Model)):
         raise IntentError(f"{where}: {cls!r} is not a subclass of intent_spark.plugin.Model")
-    if cls.kind not in KINDS:
+    if not issubclass(cls, (VectorsModel, ScoresModel, HistoryModel)):
         raise IntentError(f"{where}: subclass VectorsModel, ScoresModel or HistoryModel (kind {cls.kind!r})")
     if not NAME.match(cls.name or ""):
         raise IntentError(f"{where}: name {cls.name!r} must be lower-case letters, digits and _")

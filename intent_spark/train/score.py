@@ -24,7 +24,7 @@ from intent_spark.lake.files import remove_folder
 from intent_spark.lake.readers import split_files, user_batches, user_blocks
 from intent_spark.lake.tables import read_table, write_dataset
 from intent_spark.lake.tracking import download_artifacts, find_run, log_run_metrics
-from intent_spark.plugin import HISTORY, Catalogue, Model, pick_device
+from intent_spark.plugin import Catalogue, HistoryModel, Model, pick_device
 from intent_spark.split.populations import SPLITS
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.fit import build_model, item_texts, plugin_call, split_catalogue, stamp_digest, train
@@ -137,7 +137,7 @@ def score(
     targets = {r[S.SPLIT]: int(r["count"]) for r in per_split}
     drop_staging(staging)  # parts a killed scoring left behind are not this one's
     try:
-        if conf.processes > 1 and cls.kind != HISTORY:
+        if conf.processes > 1 and not issubclass(cls, HistoryModel):
             metrics = _score_in_processes(
                 spark,
                 lake,
