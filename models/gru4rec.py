@@ -42,7 +42,7 @@ class GRU4Rec(NextItemNetwork):
         return self._run(vectors)[:, -1]
 
 
-class GRU4RecModel(NextItemModel):
+class GRU4RecModel(NextItemModel[GRU4RecConf]):
     name = "gru4rec"
     Settings = GRU4RecConf
 

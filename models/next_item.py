@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -125,13 +126,16 @@ def loss_sampler(catalogue: Catalogue, full_softmax_max_items: int, negatives: i
     return NegativeSampler(torch.from_numpy(catalogue.train_counts[: catalogue.n_trained + 1]), negatives)
 
 
-class NextItemModel(VectorsModel):
+ConfT = TypeVar("ConfT", bound=NextItemConf)
+
+
+class NextItemModel(VectorsModel[ConfT]):
     """A ``NextItemNetwork`` as a plug-in: trained on the Petastorm batches with the shared
     loop, saved as its ``state.pt``, scored by its catalogue matrix and last state."""
 
     Settings = NextItemConf
 
-    def __init__(self, catalogue: Catalogue, settings: NextItemConf, device: torch.device) -> None:
+    def __init__(self, catalogue: Catalogue, settings: ConfT, device: torch.device) -> None:
         super().__init__(catalogue, settings, device)
         self.network = self.build_network()
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from intent_spark.plugin import HistoryModel, UserBatch
+from intent_spark.plugin import HistoryModel, NoSettings, UserBatch
 
 USER_WEIGHT_TENTHS = 7  # 0.7, fixed by SPEC 4
 GLOBAL_WEIGHT_TENTHS = 3
@@ -150,7 +150,7 @@ def rank_batch(model: Popularity, batch: UserBatch) -> tuple[np.ndarray, np.ndar
     return 1.0 + higher + (tied - 1) / 2.0, tied - 1
 
 
-class PopularityModel(HistoryModel):
+class PopularityModel(HistoryModel[NoSettings]):
     """Popularity through the model interface: its counts are what it learns and saves."""
 
     name = "popularity"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from intent_spark.plugin import HistoryModel, UserBatch
+from intent_spark.plugin import HistoryModel, NoSettings, UserBatch
 
 
 class RepeatLast:
@@ -20,7 +20,7 @@ class RepeatLast:
         return np.where(hit, 1.0, 2.0 + (self.n_items - 2) / 2.0), np.where(hit, 0, self.n_items - 2)
 
 
-class RepeatLastModel(HistoryModel):
+class RepeatLastModel(HistoryModel[NoSettings]):
     """Fits nothing: scored straight from the catalogue, without a train run."""
 
     name = "repeat_last"

@@ -133,7 +133,7 @@ class SASRecF(SASRec):
         return super().scorable() | has_tokens
 
 
-class SASRecModel(NextItemModel):
+class SASRecModel(NextItemModel[SASRecConf]):
     """SASRec through the model interface: item vectors and a causal transformer encoder."""
 
     name = "sasrec"
@@ -143,7 +143,7 @@ class SASRecModel(NextItemModel):
         return SASRec(self.catalogue.n_items, self.catalogue.n_trained, self.settings)
 
 
-class SASRecFModel(NextItemModel):
+class SASRecFModel(NextItemModel[SASRecConf]):
     """SASRec-F: an item's vector from its metadata tokens plus a dropped-out id embedding."""
 
     name = "sasrec_f"

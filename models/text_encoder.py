@@ -73,7 +73,7 @@ class Adapter(nn.Module):
         return vectors + vectors @ self.weight
 
 
-class TextEncoderModel(VectorsModel):
+class TextEncoderModel(VectorsModel[TextEncoderConf]):
     name = "text_encoder"
     Settings = TextEncoderConf
     needs_text = True

@@ -24,7 +24,7 @@ class CoOccurrenceSettings:
     batch_size: int = 1024  # training rows read at once
 
 
-class CoOccurrence(ScoresModel):
+class CoOccurrence(ScoresModel[CoOccurrenceSettings]):
     name = "cooccurrence"
     Settings = CoOccurrenceSettings
 
