@@ -290,7 +290,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     report = reporter("score")
     spark = _session("score", args)
     if args.export:
-        from intent_spark.train.score import export_top_items
+        from intent_spark.exchange.top_items import export_top_items
 
         export_top_items(
             spark,

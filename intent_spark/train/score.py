@@ -12,7 +12,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -314,115 +313,6 @@ def write_ranks(
 
 
 @saves_tracebacks
-def export_top_items(
-    spark: SparkSession,
-    lake: str,
-    dataset: str,
-    model: str,
-    conf: ModelsConf,
-    *,
-    tracking_uri: str,
-    out: str,
-    split: str = S.TEST,
-    k: int = 100,
-    run_id: str | None = None,
-    progress: Progress = silent,
-) -> int:
-    """A trained model's answers in the submission format (SPEC 9): every target of ``split``
-    with its top ``k`` item ids (a tie group reaching past k listed whole) and their scores, as
-    Parquet or JSON Lines by ``out``'s suffix, ordered by ``target_id``. Returns the rows."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from intent_spark.lake.files import filesystem, write_single_file
-    from intent_spark.split.targets import target_id
-    from intent_spark.train.ranker import ModelFault, top_items
-
-    fmt = "parquet" if out.endswith(".parquet") else "json" if out.endswith((".jsonl", ".json")) else None
-    if fmt is None:
-        raise IntentError(f"--export {out}: write a .parquet or .jsonl file")
-    if k < 1:
-        raise IntentError(f"--top-k {k}: list at least one item")
-    cls, run = scoring_run(
-        spark, lake, dataset, model, conf, tracking_uri=tracking_uri, run_id=run_id, progress=progress
-    )
-    name = cls.name
-    if split not in run.data.params.get("splits", ",".join(SPLITS)).split(","):
-        raise IntentError(f"{dataset} {name}: MLflow run {run.info.run_id} has no {split} split")
-    device = pick_device()
-    rows = read_table(spark, lake, S.CATALOGUE, dataset).where(F.col(S.SPLIT) == split)
-    index = rows.select(S.ITEM_INDEX, S.ITEM_ID).toPandas()  # one row per item, never events
-    item_ids = np.empty(int(index[S.ITEM_INDEX].max()) + 1, dtype=object)
-    item_ids[index[S.ITEM_INDEX].to_numpy()] = index[S.ITEM_ID].to_numpy()
-    expected = read_table(spark, lake, S.TARGETS, dataset).where(F.col(S.SPLIT) == split).count()
-    staging = f"{lake.rstrip('/')}/_staging/export/{dataset}/{name}"
-    fs, path = filesystem(f"{staging}/{split}.parquet")
-    schema = pa.schema(
-        [(S.SEQ, pa.int64()), ("items", pa.list_(pa.string())), ("scores", pa.list_(pa.float64()))]
-    )
-    where = f"{dataset} {name} {split}"
-    settings = conf.scoring(name)
-    start, last = time.monotonic(), [time.monotonic()]
-
-    def report(done: int) -> None:
-        if time.monotonic() - last[0] >= 10 or done == expected:
-            progress(
-                f"{where}: top {k} of {done:,}/{expected:,} targets, {done / max(time.monotonic() - start, 1e-9):,.0f}/s"
-            )
-            last[0] = time.monotonic()
-
-    written = 0
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = download_artifacts(tracking_uri, run.info.run_id, "model", tmp)
-            fitted = load_model(
-                cls, folder / split, split_catalogue(spark, lake, dataset, split), conf, device
-            )
-            urls = split_files(spark, lake, S.SCORE_EVENTS, dataset, split)
-            fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-            listed = top_items(
-                fitted,
-                user_blocks(urls),
-                context=conf.context,
-                k=k,
-                chunk_items=settings.score_chunk_items_gpu
-                if device.type == "cuda"
-                else settings.score_chunk_items,
-                device=device,
-                progress=report,
-            )
-            with fs.open_output_stream(path) as sink, pq.ParquetWriter(sink, schema) as writer:
-                batch: dict[str, list] = {S.SEQ: [], "items": [], "scores": []}
-                try:
-                    for seq, indices, values in listed:
-                        batch[S.SEQ].append(seq)
-                        batch["items"].append(item_ids[indices].tolist())
-                        batch["scores"].append(values.tolist())
-                        if len(batch[S.SEQ]) >= 10_000:
-                            writer.write_table(pa.table(batch, schema=schema))
-                            written += len(batch[S.SEQ])
-                            batch = {S.SEQ: [], "items": [], "scores": []}
-                except ModelFault as fault:
-                    raise IntentError(f"{where}: {fault}; nothing written") from None
-                writer.write_table(pa.table(batch, schema=schema))
-                written += len(batch[S.SEQ])
-        if written != expected:
-            raise IntentError(f"{where}: listed {written:,} targets but the split has {expected:,}")
-        targets = read_table(spark, lake, S.TARGETS, dataset).where(F.col(S.SPLIT) == split)
-        named = targets.select(
-            S.SEQ,
-            target_id(F.col(S.DATASET), F.col(S.SPLIT), F.col(S.USER_ID), F.col(S.SEQ)).alias(S.TARGET_ID),
-        )
-        answers = spark.read.parquet(f"{staging}/{split}.parquet").join(named, S.SEQ)
-        rows_out = write_single_file(
-            answers.select(S.TARGET_ID, "items", "scores").orderBy(S.TARGET_ID), out, fmt
-        )
-    finally:
-        drop_staging(staging)
-    progress(f"{where}: {rows_out:,} answers (top {k}) in {out}")
-    return rows_out
-
-
 @dataclass(frozen=True)
 class ScoreJob:
     """What each scoring process needs: the run's model, the splits' files, where to stage."""
