@@ -425,9 +425,9 @@ def sampled_scoring(spark, lake: str, model: str, conf, uri: str, sample: int, p
     from intent_spark.lake.tables import read_table
     from intent_spark.lake.tracking import download_artifacts, find_run
     from intent_spark.plugin import pick_device
-    from intent_spark.train.fit import split_catalogue
+    from intent_spark.train.build import load_model, split_catalogue
     from intent_spark.train.registry import resolve
-    from intent_spark.train.score import load_model, rank_split
+    from intent_spark.train.workers import rank_split
 
     counts = read_table(spark, lake, S.SPLIT_COUNTS, DATASET).where(F.col(S.SPLIT) == S.TEST)
     total = int(counts.agg(F.sum("n_targets")).first()[0])  # a row per cell
@@ -537,8 +537,9 @@ def run_size(args: argparse.Namespace, events: int) -> dict[str, Any]:
     checks["split"] = {"equal": True, "splits": stored}
 
     # torch comes in with the models (about 470 MiB of Python RSS): after the stages that need none.
+    from intent_spark.train.build import split_catalogue
     from intent_spark.train.conf import load_models_conf, with_steps
-    from intent_spark.train.fit import split_catalogue, train
+    from intent_spark.train.fit import train
     from intent_spark.train.score import score
 
     overrides = {"sasrec": {"batch_size": args.train_batch}}

@@ -108,7 +108,7 @@ def _one_batch(*_):
 def test_a_plugins_own_exception_is_one_line_with_its_file_and_line_and_its_frames():
     from intent_spark.core.errors import PluginError
     from intent_spark.plugin import TrainingData
-    from intent_spark.train.fit import plugin_call
+    from intent_spark.train.build import plugin_call
 
     cls = registry.resolve(f"{FAULTS}:FitRaises")
     model = cls(_catalogue(), cls.Settings(), torch.device("cpu"))

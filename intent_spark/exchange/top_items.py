@@ -18,9 +18,9 @@ from intent_spark.lake.tables import read_table
 from intent_spark.lake.tracking import download_artifacts
 from intent_spark.plugin import pick_device
 from intent_spark.split.populations import SPLITS
+from intent_spark.train.build import load_model, split_catalogue
 from intent_spark.train.conf import ModelsConf
-from intent_spark.train.fit import split_catalogue
-from intent_spark.train.score import drop_staging, load_model, scoring_run
+from intent_spark.train.score import drop_staging, scoring_run
 
 
 def export_top_items(

@@ -188,7 +188,7 @@ class _LifeCycle:
             raise CheckFailed(str(error), error) from exc
 
     def build(self):
-        from intent_spark.train.fit import build_model
+        from intent_spark.train.build import build_model
 
         cls, catalogue = self.cls, self.catalogue
         got = (
@@ -201,7 +201,7 @@ class _LifeCycle:
 
     def fit(self, fitted) -> None:
         from intent_spark.plugin import TrainingData
-        from intent_spark.train.fit import plugin_call
+        from intent_spark.train.build import plugin_call
 
         if not self.cls.fits:
             self.ok("fit", "fits nothing (fits = False): scored without a train run")
@@ -228,7 +228,7 @@ class _LifeCycle:
         )
 
     def save_and_load(self, fitted):
-        from intent_spark.train.fit import build_model, plugin_call
+        from intent_spark.train.build import build_model, plugin_call
 
         where = self.cls.name
         with tempfile.TemporaryDirectory() as tmp:

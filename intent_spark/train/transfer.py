@@ -26,7 +26,8 @@ from intent_spark.lake.tracking import download_artifacts, find_run
 from intent_spark.plugin import Catalogue, pick_device
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.inputs import build_model_inputs, first_token_ids, token_vocabulary
-from intent_spark.train.score import rank_split, staged_part, write_ranks
+from intent_spark.train.score import write_ranks
+from intent_spark.train.workers import rank_split, staged_part
 from models.sasrec import SASRecF, SASRecFModel
 
 # A token's own match comes before the matches of its words.
