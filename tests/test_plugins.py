@@ -128,7 +128,7 @@ def test_a_plugins_own_exception_is_one_line_with_its_file_and_line_and_its_fram
         '    raise RuntimeError("boom: my own bug inside fit")',
     ]
     whole = caught.value.traceback
-    assert whole.startswith("Traceback (most recent call last):") and "intent_spark/train/fit.py" in whole
+    assert whole.startswith("Traceback (most recent call last):") and "intent_spark/train/build.py" in whole
 
 
 # --- intent check-model: the life cycle without Spark ---
@@ -197,7 +197,7 @@ def test_check_model_with_verbose_prints_the_whole_traceback(capsys, monkeypatch
     monkeypatch.setenv("INTENT_VERBOSE", "0")  # restored after: --verbose sets it for the process
     assert main(["--verbose", "check-model", f"{FAULTS}:FitRaises"]) == 1
     err = capsys.readouterr().err
-    assert "Traceback (most recent call last):" in err and "intent_spark/train/fit.py" in err
+    assert "Traceback (most recent call last):" in err and "intent_spark/train/build.py" in err
 
 
 def test_the_examples_own_tests_pass():
@@ -436,7 +436,7 @@ def test_a_plugins_own_bug_shows_its_frames_saves_its_traceback_and_verbose_prin
         '    raise RuntimeError("boom: my own bug inside fit")',
     ]
     text = saved.read_text()
-    assert "Traceback (most recent call last):" in text and "intent_spark/train/fit.py" in text
+    assert "Traceback (most recent call last):" in text and "intent_spark/train/build.py" in text
     assert text.rstrip().endswith("RuntimeError: boom: my own bug inside fit")
 
     monkeypatch.setenv("INTENT_VERBOSE", "0")  # restored after: --verbose sets it for the process
