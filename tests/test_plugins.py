@@ -448,7 +448,7 @@ def test_a_plugins_own_bug_shows_its_frames_saves_its_traceback_and_verbose_prin
         "intent score: error: toy scores_raise test: scoring failed: AttributeError: "
         f"'ScoresRaise' object has no attribute 'table' (plugin_faults.py line {scored}, in scores)"
     ), line
-    assert "Traceback (most recent call last):" in err and "models/scoring.py" in err
+    assert "Traceback (most recent call last):" in err and "intent_spark/train/ranker.py" in err
     assert _ranks(spark, lake, "scores_raise") == []
 
 
