@@ -20,9 +20,11 @@ from intent_spark.plugin import pick_device
 from intent_spark.split.populations import SPLITS
 from intent_spark.train.build import load_model, split_catalogue
 from intent_spark.train.conf import ModelsConf
+from intent_spark.train.plugin_errors import saves_tracebacks
 from intent_spark.train.score import drop_staging, scoring_run
 
 
+@saves_tracebacks
 def export_top_items(
     spark: SparkSession,
     lake: str,

@@ -18,7 +18,6 @@ from intent_spark.lake.readers import read_catalogue, training_batches, user_blo
 from intent_spark.lake.tracking import download_artifacts
 from intent_spark.plugin import TrainingData
 from intent_spark.train.build import build_model, load_model, plugin_call
-from intent_spark.train.plugin_errors import saves_tracebacks
 from intent_spark.train.registry import resolve
 
 
@@ -170,7 +169,6 @@ def rank_split(fitted, blocks, conf, device, out_path, expected, progress, where
     return time.monotonic() - start, written
 
 
-@saves_tracebacks
 @dataclass(frozen=True)
 class ScoreJob:
     """What each scoring process needs: the run's model, the splits' files, where to stage."""
