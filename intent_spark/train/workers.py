@@ -18,6 +18,15 @@ from intent_spark.lake.readers import read_catalogue, training_batches, user_blo
 from intent_spark.lake.tracking import download_artifacts
 from intent_spark.plugin import TrainingData
 from intent_spark.train.build import build_model, load_model, plugin_call
+from intent_spark.train.distributed import (
+    copy_folder,
+    process_device,
+    process_rank,
+    say,
+    silent,
+    with_texts,
+    write_text,
+)
 from intent_spark.train.registry import resolve
 
 
@@ -55,15 +64,6 @@ def fit_process(job: FitJob) -> None:
     import torch.distributed as dist
 
     from intent_spark.plugin import training as loop
-    from intent_spark.train.distributed import (
-        copy_folder,
-        process_device,
-        process_rank,
-        say,
-        silent,
-        with_texts,
-        write_text,
-    )
 
     rank, world = process_rank()
     device = process_device()
@@ -188,16 +188,6 @@ class ScoreJob:
 def score_process(job: ScoreJob) -> None:
     """One scoring process: the model loaded from MLflow once, every ``world``-th user block of
     each split ranked into this process's part of the staged ranks."""
-
-    from intent_spark.train.distributed import (
-        process_device,
-        process_rank,
-        say,
-        silent,
-        with_texts,
-        write_text,
-    )
-
     rank, world = process_rank()
     device = process_device()
     cls = resolve(job.model)
