@@ -74,9 +74,8 @@ def train(
         progress(f"{dataset}: no {', '.join(absent)} split; training {', '.join(cutoffs)} only")
         splits = [split for split in splits if split in cutoffs]
     device = pick_device()
-    distributed = (
-        cls.fits and conf.processes > 1 and not issubclass(cls, HistoryModel)
-    )  # count models: one process
+    # count models train in one process
+    distributed = cls.fits and conf.processes > 1 and not issubclass(cls, HistoryModel)
     split_rows = read_table(spark, lake, S.SPLITS, dataset).collect()  # a row per split
     params: dict[str, Any] = {
         "dataset": dataset,
