@@ -6,6 +6,8 @@ so a model sees exactly the rows Spark wrote, and nothing else.
 
 from __future__ import annotations
 
+import itertools
+import logging
 import warnings
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
@@ -30,10 +32,17 @@ def split_files(spark: SparkSession, lake: str, table: str, dataset: str, split:
 
 @contextmanager
 def _quiet():
-    # Petastorm 0.12 uses pyarrow's legacy dataset API, which warns on every call.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+    # Petastorm 0.12 uses pyarrow's legacy dataset API, which warns on every call, and its
+    # loader logs a warning at every reset to the next pass.
+    loader_log = logging.getLogger("petastorm.pytorch")
+    level = loader_log.level
+    loader_log.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        loader_log.setLevel(level)
 
 
 def _store_view() -> Any:
@@ -137,7 +146,14 @@ def training_batches(
 ) -> Generator[Any, None, None]:
     """Shuffled (batch_size, context + 1) training rows as torch tensors: an endless stream, or
     ``epochs`` passes over every row. ``shard`` (rank, processes): this process's share of the
-    row groups, Petastorm's ``cur_shard`` of ``shard_count``."""
+    row groups, Petastorm's ``cur_shard`` of ``shard_count``.
+
+    The same seed gives the same stream. Each pass is its own one-epoch read of a reader that
+    is reset between passes: Petastorm's ventilator reshuffles its row groups while it waits
+    for room in its queue, so over several epochs of one read their order depends on thread
+    timing. Batches run on over pass boundaries, so every batch but a finite stream's last is
+    ``batch_size`` rows."""
+    import torch
     from petastorm import make_batch_reader
     from petastorm.pytorch import BatchedDataLoader
 
@@ -149,7 +165,7 @@ def training_batches(
         make_batch_reader(
             paths,
             schema_fields=[S.ITEMS_COLUMN],
-            num_epochs=epochs,
+            num_epochs=1,
             shuffle_row_groups=True,
             seed=seed,
             reader_pool_type="dummy",
@@ -158,8 +174,21 @@ def training_batches(
         ) as reader,
     ):
         loader = BatchedDataLoader(reader, batch_size=batch_size, shuffling_queue_capacity=shuffle_buffer)
-        for batch in loader:
-            yield batch[S.ITEMS_COLUMN]
+        passes = itertools.count() if epochs is None else range(epochs)
+        carry: Any = None  # rows of the pass so far that fill no whole batch yet
+        for _ in passes:
+            empty = True
+            for batch in loader:
+                empty = False
+                rows = batch[S.ITEMS_COLUMN]
+                carry = rows if carry is None else torch.cat([carry, rows])
+                while carry.shape[0] >= batch_size:
+                    yield carry[:batch_size]
+                    carry = carry[batch_size:]
+            if empty:
+                raise IntentError(f"no training rows in shard {shard[0]} of {shard[1]} of {paths[0]}")
+        if carry is not None and carry.shape[0]:
+            yield carry
 
 
 @dataclass(frozen=True)
