@@ -521,11 +521,20 @@ def run_size(args: argparse.Namespace, events: int) -> dict[str, Any]:
         "reasons": ingested.reasons,
     }
 
+    from intent_spark.report.split import split_report_writer
+
     split_conf = load_split_conf(
         CONF_DIR / "split.yaml", DATASET, {}, source=ingested_source(spark, lake, DATASET)
     )
     with bench.stage("split") as row:
-        run_split(spark, lake, DATASET, split_conf, progress=bench.progress("split"), report=True)
+        run_split(
+            spark,
+            lake,
+            DATASET,
+            split_conf,
+            progress=bench.progress("split"),
+            report=split_report_writer(lake, DATASET, None, bench.progress("split")),
+        )
     event_files = local_paths(read_table(spark, lake, S.EVENTS, DATASET).inputFiles())
     with bench.reference("split") as found:
         splits = duckdb_split_files(event_files, split_conf, args.duckdb_threads, duck / "split-tmp")

@@ -15,7 +15,9 @@ from PIL import Image
 
 from intent_spark.core import schema as S
 from intent_spark.evaluate.metrics import KS, METRICS, TIE_RATE
-from intent_spark.report.build import Results, view_table, wide_view, write_report
+from intent_spark.report.load import Results
+from intent_spark.report.render import write_report
+from intent_spark.report.tables import view_table, wide_view
 
 MODELS = ("popularity", "sasrec")
 GRID_HEADER_RGB = (0x5B, 0x2A, 0x86)  # only the grid's header has this colour

@@ -209,10 +209,11 @@ def test_tied_timestamps_follow_seq(spark, tmp_path):
 def test_split_report_files_and_contents(spark, toy_lake, tmp_path):
     import json
 
-    from intent_spark.split.report import write_split_report
+    from intent_spark.report.split import write_split_report
+    from intent_spark.split.summary import split_summary
 
     lake, _ = toy_lake
-    folder = write_split_report(spark, lake, "toy", tmp_path / "report")
+    folder = write_split_report(split_summary(spark, lake, "toy"), tmp_path / "report")
     summary = json.loads((folder / "toy.json").read_text())
     test, val = summary["splits"]["test"], summary["splits"]["val"]
     assert (test["cutoff"], test["rule"], val["granularity"]) == ("2024-04-01T00:00:00", "rule", "day")

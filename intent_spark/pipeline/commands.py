@@ -90,6 +90,7 @@ def cmd_split(args: argparse.Namespace) -> int:
     from intent_spark.core.datasets import parse_dataset
     from intent_spark.lake.files import on_store
     from intent_spark.lake.tables import has_table, ingested_source, read_table
+    from intent_spark.report.split import split_report_writer
     from intent_spark.split.conf import load_split_conf
     from intent_spark.split.protocols import run_protocol_split
     from intent_spark.split.stage import run_split
@@ -134,7 +135,8 @@ def cmd_split(args: argparse.Namespace) -> int:
         report(f"{args.dataset}: protocol split written (test split only; `intent verify` reports its leak)")
         return 0
     out = Path(args.out) if args.out else None
-    run_split(spark, args.lake, args.dataset, conf, progress=report, report=out or True)
+    writer = split_report_writer(args.lake, args.dataset, out, report)
+    run_split(spark, args.lake, args.dataset, conf, progress=report, report=writer)
     report(f"{args.dataset}: split report in {out or Path(args.lake) / 'reports' / 'split'}")
     return 0
 

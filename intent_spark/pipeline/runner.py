@@ -274,6 +274,7 @@ class Runner:
         return tasks
 
     def _split(self) -> list[Task]:
+        from intent_spark.report.split import split_report_writer
         from intent_spark.split.protocols import run_protocol_split
         from intent_spark.split.stage import run_split
 
@@ -282,7 +283,8 @@ class Runner:
             conf = self.split_conf(entry.name)
 
             def work(name: str = entry.name, conf: SplitConf = conf) -> None:
-                run_split(self.spark, self.lake, name, conf, progress=self.progress, report=True)
+                writer = split_report_writer(self.lake, name, None, self.progress)
+                run_split(self.spark, self.lake, name, conf, progress=self.progress, report=writer)
 
             def inputs(name: str = entry.name, conf: SplitConf = conf) -> str | None:
                 return chain("split", self.inputs_of("ingest", name), repr(conf))

@@ -7,9 +7,10 @@ with its own holdout, so every test cell has a validation twin built the same wa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -18,7 +19,6 @@ from intent_spark.core import schema as S
 from intent_spark.core.faults import fault_point
 from intent_spark.core.progress import Progress, silent
 from intent_spark.lake.checksum import table_checksums
-from intent_spark.lake.files import on_store
 from intent_spark.lake.tables import ingest_record, persisted_events, read_table, write_dataset
 from intent_spark.split.cells import seen_items, training_events, with_period
 from intent_spark.split.conf import SplitConf
@@ -171,12 +171,12 @@ def run_split(
     dataset: str,
     conf: SplitConf,
     progress: Progress = silent,
-    report: Path | bool = False,
+    report: Callable[[dict[str, Any]], object] | None = None,
 ) -> list[SplitOutcome]:
     """Write holdout, splits, split_candidates, targets, split_counts and checksums of a dataset,
-    and its split report when ``report`` is set (a folder, or True for LAKE/reports/split).
+    and hand its split summary to ``report`` when given (``report.split.split_report_writer``).
 
-    The events are read from the lake once: persisted for the stage, every table and the report
+    The events are read from the lake once: persisted for the stage, every table and the summary
     are computed from that one set, and it is released when the stage ends (a killed driver
     takes it with it: nothing of it outlives the stage).
     """
@@ -187,14 +187,11 @@ def run_split(
         persisted_events(spark, lake, dataset) as events,
     ):
         outcomes = _split_tables(spark, lake, dataset, events, conf, progress)
-        if report is True and on_store(lake):
-            progress(f"{dataset}: no split report: a lake on an object store keeps none (intent split --out)")
-        elif report:
-            from intent_spark.split.report import write_split_report
+        if report is not None:
+            from intent_spark.split.summary import split_summary
 
             progress(f"{dataset}: split report")
-            folder = report if isinstance(report, Path) else None
-            write_split_report(spark, lake, dataset, folder, {o.name: o.labelled for o in outcomes})
+            report(split_summary(spark, lake, dataset, {o.name: o.labelled for o in outcomes}))
         return outcomes
 
 

@@ -1,0 +1,99 @@
+"""The report's inputs, read once from the lake: the metrics, the comparisons adjusted again over
+the family the report shows, and each dataset's split summary. Only small aggregate tables:
+this runs on the driver whatever the size of the events."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from intent_spark.core import schema as S
+from intent_spark.core.datasets import TRANSFER_SEPARATOR, is_transfer, parse_dataset
+from intent_spark.evaluate.corrections import (
+    DEFAULT_CORRECTION,
+    adjust_p_values,
+)
+from intent_spark.evaluate.metrics import ADJUSTED_COLUMNS
+from intent_spark.lake.tables import has_table, read_table
+
+# The family a report adjusts over: every comparison of one kind and split it shows, whatever
+# the dataset (a report of 8 datasets x 7 cells x 10 pairs is one family of 560 tests).
+REPORT_FAMILY = (S.SPLIT, "kind", "metric")
+
+
+@dataclass
+class Results:
+    """Everything the report shows, as small pandas frames and the split summaries."""
+
+    metrics: pd.DataFrame
+    comparisons: pd.DataFrame
+    summaries: dict[str, dict[str, Any]]
+    correction: str = DEFAULT_CORRECTION
+
+    @property
+    def datasets(self) -> list[str]:
+        return sorted(self.metrics[S.DATASET].unique())
+
+    def models(self, dataset: str) -> list[str]:
+        return sorted(self.metrics.loc[self.metrics[S.DATASET] == dataset, S.MODEL].unique())
+
+
+def read_metrics(spark: SparkSession, lake: str) -> pd.DataFrame:
+    """Every dataset's metrics rows (cells x models x metrics: small)."""
+    return read_table(spark, lake, S.METRICS_TABLE).toPandas()  # aggregates, never events
+
+
+def load_results(
+    spark: SparkSession,
+    lake: str,
+    datasets: Sequence[str] | None = None,
+    everything: pd.DataFrame | None = None,
+    correction: str = DEFAULT_CORRECTION,
+) -> Results:
+    """The evaluated datasets' metrics and comparisons, and their split summaries (read from the
+    split report's JSON, or computed when it is missing). ``everything``: ``read_metrics``, when
+    the caller has it already. The comparisons' p-values are adjusted again over the family the
+    report shows (``REPORT_FAMILY``) by ``correction``."""
+    from intent_spark.core.errors import IntentError
+    from intent_spark.split.summary import split_summary
+
+    metrics = read_metrics(spark, lake) if everything is None else everything
+    # Variants and transferred models have their own sections (compare_report.py).
+    metrics = metrics[~metrics[S.MODEL].map(is_transfer)]
+    if not datasets:
+        metrics = metrics[~metrics[S.DATASET].map(lambda d: parse_dataset(d).is_variant)]
+    if datasets:
+        missing = sorted(set(datasets) - set(metrics[S.DATASET]))
+        if missing:
+            raise IntentError(f"{lake}/metrics: no results for {', '.join(missing)} (run `intent evaluate`)")
+        metrics = metrics[metrics[S.DATASET].isin(datasets)]
+    if metrics.empty:
+        raise IntentError(f"{lake}/metrics: no results yet (run `intent evaluate`)")
+    chosen = sorted(metrics[S.DATASET].unique())
+    if has_table(spark, lake, S.COMPARISONS):
+        shown = read_table(spark, lake, S.COMPARISONS).where(
+            F.col(S.DATASET).isin(chosen)
+            & ~F.col(S.MODEL).contains(TRANSFER_SEPARATOR)
+            & ~F.coalesce(F.col("baseline"), F.lit("")).contains(TRANSFER_SEPARATOR)
+        )
+        stored = [c for c in ADJUSTED_COLUMNS if c in shown.columns]
+        adjusted = adjust_p_values(
+            shown.drop(*stored), correction, REPORT_FAMILY, order=(S.DATASET, S.CELL, S.MODEL, "baseline")
+        )
+        comparisons = adjusted.select(*[f.name for f in S.COMPARISONS_SCHEMA.fields]).toPandas()  # small
+    else:
+        comparisons = pd.DataFrame(columns=[f.name for f in S.COMPARISONS_SCHEMA.fields])
+    summaries = {}
+    for dataset in chosen:
+        saved = Path(lake) / "reports" / "split" / f"{dataset}.json"
+        summaries[dataset] = (
+            json.loads(saved.read_text()) if saved.exists() else split_summary(spark, lake, dataset)
+        )
+    return Results(metrics.reset_index(drop=True), comparisons.reset_index(drop=True), summaries, correction)
