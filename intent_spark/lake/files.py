@@ -88,6 +88,17 @@ def filesystem(root: str) -> tuple[pafs.FileSystem, str]:
     return pafs.LocalFileSystem(), root
 
 
+def raw_listing(root: str) -> list[tuple[str, int, int]]:
+    """(relative path, size, modification time) of every file under a release folder."""
+    system, path = filesystem(root if "://" in root else str(Path(root).resolve()))
+    infos = system.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+    return sorted(
+        (i.path.removeprefix(path), i.size or 0, int(i.mtime_ns or 0))
+        for i in infos
+        if i.type == pafs.FileType.File
+    )
+
+
 def to_uri(path: str) -> str:
     """A local path as the URI Spark reports in ``_metadata.file_path``."""
     if "://" in path or path.startswith("file:"):

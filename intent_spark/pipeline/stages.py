@@ -8,7 +8,6 @@ an interrupted stage as they were before it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -18,27 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from intent_spark.core.progress import Progress, silent
+from intent_spark.core.stage import fingerprint
+from intent_spark.lake.files import raw_listing
 
-
-def fingerprint(*parts: Any) -> str:
-    """A short stable digest of JSON-able parts."""
-    text = json.dumps(parts, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
-
-
-def raw_listing(root: str) -> list[tuple[str, int, int]]:
-    """(relative path, size, modification time) of every file under a release folder."""
-    from pyarrow import fs as pafs
-
-    from intent_spark.lake.files import filesystem
-
-    system, path = filesystem(root if "://" in root else str(Path(root).resolve()))
-    infos = system.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
-    return sorted(
-        (i.path.removeprefix(path), i.size or 0, int(i.mtime_ns or 0))
-        for i in infos
-        if i.type == pafs.FileType.File
-    )
+__all__ = ["StageFailed", "StageLog", "fingerprint", "raw_listing"]
 
 
 class StageFailed(Exception):

@@ -1,0 +1,79 @@
+"""The audit stage (the paper's admission criteria) and the verify stage (leakage checks and
+checksums: a failure stops the run)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from intent_spark.core.datasets import parse_dataset
+from intent_spark.core.errors import IntentError
+from intent_spark.core.sources import SourceConf
+from intent_spark.core.stage import DATASET, Run, Stage, Task, chain
+
+
+def audit_tasks(run: Run) -> list[Task]:
+    if run.conf.audit is None:
+        return []
+    from intent_spark.checks.audit import audit_verdict, write_audit
+
+    floor = run.conf.audit.floor_users
+    tasks = []
+    for entry in run.conf.datasets:
+        conf = run.source_conf(entry)
+
+        def work(name: str = entry.name, conf: SourceConf = conf) -> None:
+            run.progress(f"{name}: {audit_verdict(write_audit(run.spark, run.lake, name, conf, floor))}")
+
+        def inputs(name: str = entry.name) -> str | None:
+            return chain("audit", run.inputs_of("ingest", name), floor)
+
+        tasks.append(Task("audit", entry.name, work, inputs, upstream=f"ingest of {entry.name}"))
+    return tasks
+
+
+def _verify(run: Run, name: str) -> None:
+    from intent_spark.checks.verify import verify_dataset
+
+    failed = [f"{r.split}/{r.name}" for r in verify_dataset(run.spark, run.lake, name) if not r.ok]
+    if failed:
+        raise IntentError(f"checks failed: {', '.join(failed)}")
+    run.progress(f"{name}: every leakage check and checksum passed")
+
+
+def verify_tasks(run: Run) -> list[Task]:
+    # A protocol variant fails the leak check by design: its leak is reported, not refused.
+    names = [*run.conf.names, *(v for v in run.variants() if not parse_dataset(v).protocol)]
+    return [
+        Task(
+            "verify",
+            n,
+            partial(_verify, run, n),
+            partial(run.inputs_of, "split", n),
+            upstream=f"split of {n}",
+        )
+        for n in names
+    ]
+
+
+AUDIT = Stage(
+    "audit",
+    DATASET,
+    ("ingest",),
+    ("events",),
+    ("reports/audit",),
+    "floor_users",
+    audit_tasks,
+    when="audit:",
+    what="the paper's five admission criteria with verdicts",
+)
+VERIFY = Stage(
+    "verify",
+    DATASET,
+    ("split",),
+    ("events", "holdout", "splits", "targets", "split_counts", "checksums"),
+    (),
+    "",
+    verify_tasks,
+    scheduled=True,
+    what="leakage checks and checksums; a failure stops the run",
+)

@@ -1,0 +1,133 @@
+"""What a stage of ``intent run`` is: its declaration, the tasks it makes for a run, and the
+run's services those tasks use.
+
+Each stage package declares its stages in its ``spec.py`` (``split.spec.SPLIT``,
+``train.spec.TRAIN``...); ``pipeline/graph.py`` lists them in order and ``pipeline/runner.py``
+runs them. A stage's ``tasks`` turns a run into one ``Task`` per key it fans out over, each
+with what it runs and the fingerprint of its inputs: the fingerprints of the tasks it reads
+after, and the settings its ``fingerprint`` names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+DATASET = "dataset"  # once per dataset of the run (and per variant, where the stage applies)
+DATASET_MODEL = "dataset x model"
+TRANSFER_PAIR = "transfer pair"
+RUN = "run"  # once for the whole run
+
+
+def fingerprint(*parts: Any) -> str:
+    """A short stable digest of JSON-able parts."""
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def chain(*parts: Any) -> str | None:
+    """The fingerprint of parts that include earlier fingerprints: unknown if any is."""
+    return None if any(p is None for p in parts) else fingerprint(*parts)
+
+
+@dataclass
+class Task:
+    """One stage for one dataset (and model): what it runs, and the digest of its inputs, made
+    when asked (after the tasks before it ran, or, in a plan, None while one of them would)."""
+
+    stage: str
+    dataset: str
+    work: Callable[[], Any]
+    inputs: Callable[[], str | None]
+    model: str | None = None
+    label: str = ""
+    upstream: str = ""  # the earlier task whose outputs it reads, named in a plan
+
+    @property
+    def name(self) -> str:
+        """The name its stage log records it under (``split``, ``train sasrec``)."""
+        return self.label or (f"{self.stage} {self.model}" if self.model else self.stage)
+
+    @property
+    def key(self) -> tuple[str, str, str | None]:
+        return (self.stage, self.dataset, self.model)
+
+
+class Run(Protocol):
+    """What a stage's tasks are given: the run conf and its services (``pipeline.runner.Runner``).
+    The Spark session and the MLflow store are made when first used, so a plan needs neither."""
+
+    conf: Any  # core.runconf.RunConf
+    lake: str
+    progress: Callable[[str], None]
+    models: tuple[str, ...]  # the run's models, by registered name
+    models_conf: Any  # train.conf.ModelsConf
+    planned_runs: set[tuple[str, str, str | None]]  # in a plan: the keys of tasks that would run
+
+    @property
+    def spark(self) -> Any: ...
+
+    @property
+    def uri(self) -> str: ...
+
+    def benchmark(self) -> str:
+        """The benchmark's MLflow run id, opened by the first task that logs to it."""
+        ...
+
+    def forget(self, dataset: str, stage: str) -> None:
+        """Drop a stage's record from a dataset's log: its outputs went, so it runs again."""
+        ...
+
+    def inputs_of(self, stage: str, dataset: str, model: str | None = None) -> str | None:
+        """The inputs an earlier task finished (or, in a plan, would run) with."""
+        ...
+
+    def scored(self) -> list[str]:
+        """Datasets whose models are trained and scored: the run's, then the variants."""
+        ...
+
+    def variants(self) -> list[str]: ...
+
+    def splits_of(self, dataset: str) -> tuple[str, ...]:
+        """The splits a dataset's models train on."""
+        ...
+
+    def split_conf(self, name: str, overrides: dict[str, Any] | None = None) -> Any: ...
+
+    def source_conf(self, entry: Any) -> Any: ...
+
+    def raw_folder(self, entry: Any) -> str: ...
+
+    def split_report(self, dataset: str) -> Callable[[dict[str, Any]], object] | None:
+        """Where the split stage hands a dataset's split summary (None: no report)."""
+        ...
+
+    def publish_report(self, page: Any) -> None:
+        """The report's page, named at the end of the run."""
+        ...
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A stage, declared once: its fan-out, the stages it runs after, what it reads and writes,
+    what its fingerprint holds besides theirs, and the tasks it makes for a run."""
+
+    name: str
+    per: str  # the fan-out
+    after: tuple[str, ...]  # stages whose outputs it reads (same dataset, or all of them for RUN)
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    fingerprint: str  # besides the fingerprints of the stages it runs after
+    tasks: Callable[[Run], list[Task]]
+    scheduled: bool = False  # a task of the scheduled job (databricks.yml), by its jobs/ entry point
+    when: str = ""  # the run conf part that turns it on; empty: always
+    what: str = ""
+    always: bool = False  # rebuilt on every run: no fingerprint, never skipped
+
+    @property
+    def job(self) -> str:
+        """Its ``jobs/<stage>.py`` entry point and ``intent`` command."""
+        return self.name

@@ -1,0 +1,145 @@
+"""The evaluate stage (per-user and per-cell metrics, paired comparisons) and the stages that
+read its outputs or the split's: leaks, protocol agreement and backtest."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from intent_spark.core.datasets import parse_dataset
+from intent_spark.core.stage import DATASET, Run, Stage, Task, chain, fingerprint
+
+
+def _write_leaks(run: Run, name: str) -> None:
+    from intent_spark.evaluate.leaks import write_leaks
+
+    write_leaks(run.spark, run.lake, name)
+
+
+def leaks_tasks(run: Run) -> list[Task]:
+    names = [*run.conf.compare.datasets, *(v for v in run.variants() if parse_dataset(v).protocol)]
+    return [
+        Task(
+            "leaks",
+            n,
+            partial(_write_leaks, run, n),
+            partial(run.inputs_of, "split", n),
+            upstream=f"split of {n}",
+        )
+        for n in names
+    ]
+
+
+def evaluate_tasks(run: Run) -> list[Task]:
+    from intent_spark.evaluate.metrics import evaluate
+
+    tasks = []
+    for name in run.scored():
+        floor = run.split_conf(name).floor_users
+
+        def work(name: str = name, floor: int = floor) -> None:
+            evaluate(
+                run.spark,
+                run.lake,
+                name,
+                floor_users=floor,
+                correction=run.conf.correction,
+                tracking_uri=run.uri,
+                progress=run.progress,
+            )
+
+        def inputs(name: str = name, floor: int = floor) -> str | None:
+            trained = {m: run.inputs_of("train", name, m) for m in run.models}
+            transfers = [run.inputs_of("transfer", t, s) for s, t in run.conf.compare.transfer if t == name]
+            if None in trained.values() or None in transfers:
+                return None
+            return fingerprint("evaluate", trained, transfers, floor, run.conf.correction)
+
+        tasks.append(Task("evaluate", name, work, inputs, upstream=f"training on {name}"))
+    return tasks
+
+
+def agreement_tasks(run: Run) -> list[Task]:
+    from intent_spark.evaluate.agreement import write_agreement
+
+    compare = run.conf.compare
+    if not compare.protocols:
+        return []
+    tasks = []
+    for name in compare.datasets:
+
+        def work(name: str = name) -> None:
+            write_agreement(run.spark, run.lake, name, compare.protocols, replicates=compare.replicates)
+
+        def inputs(name: str = name) -> str | None:
+            evaluated = [run.inputs_of("evaluate", d) for d in [name, *compare.protocol_variants(name)]]
+            return chain("agreement", *evaluated, compare.replicates)
+
+        tasks.append(Task("agreement", name, work, inputs, upstream=f"evaluate of {name}"))
+    return tasks
+
+
+def backtest_tasks(run: Run) -> list[Task]:
+    from intent_spark.evaluate.backtest import write_backtest
+
+    backtest = run.conf.backtest
+    if backtest is None:
+        return []
+    tasks = []
+    for name in run.conf.backtested:
+
+        def work(name: str = name) -> None:
+            path = write_backtest(run.spark, run.lake, name, backtest.origins, replicates=backtest.replicates)
+            run.progress(f"{name}: backtest over {backtest.origins} origins in {path}")
+
+        def inputs(name: str = name) -> str | None:
+            evaluated = [run.inputs_of("evaluate", d) for d in [*backtest.variants(name), name]]
+            return chain("backtest", *evaluated, backtest.origins, backtest.replicates)
+
+        tasks.append(Task("backtest", name, work, inputs, upstream=f"evaluate of {name}"))
+    return tasks
+
+
+LEAKS = Stage(
+    "leaks",
+    DATASET,
+    ("split",),
+    ("events", "holdout", "splits", "targets"),
+    ("reports/compare/*.leaks.csv",),
+    "",
+    leaks_tasks,
+    when="compare.datasets",
+    what="per test cell, the targets some training event follows in time",
+)
+EVALUATE = Stage(
+    "evaluate",
+    DATASET,
+    ("score", "transfer"),
+    ("ranks",),
+    ("user_metrics", "metrics", "comparisons", "MLflow metrics"),
+    "floor_users",
+    evaluate_tasks,
+    scheduled=True,
+    what="per-user and per-cell metrics with intervals, paired comparisons",
+)
+AGREEMENT = Stage(
+    "agreement",
+    DATASET,
+    ("evaluate",),
+    ("user_metrics",),
+    ("reports/compare/*.agreement.csv",),
+    "replicates",
+    agreement_tasks,
+    when="compare.protocols",
+    what="Kendall tau-b of each protocol's model order against the INTENT cells'",
+)
+BACKTEST = Stage(
+    "backtest",
+    DATASET,
+    ("evaluate",),
+    ("user_metrics", "metrics", "splits"),
+    ("reports/compare/*.backtest.csv",),
+    "origins, replicates",
+    backtest_tasks,
+    when="backtest:",
+    what="each origin's cell scores and Kendall tau-b of the model order between consecutive origins",
+)

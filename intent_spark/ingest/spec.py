@@ -1,0 +1,46 @@
+"""The ingest stage: a release's files into Delta tables with one schema."""
+
+from __future__ import annotations
+
+from intent_spark.core.runconf import DatasetEntry
+from intent_spark.core.sources import SourceConf
+from intent_spark.core.stage import DATASET, Run, Stage, Task, fingerprint
+from intent_spark.lake.files import raw_listing
+
+
+def ingest_tasks(run: Run) -> list[Task]:
+    from intent_spark.ingest import ingest_source
+
+    tasks = []
+    for entry in run.conf.datasets:
+        conf = run.source_conf(entry)
+        folder = run.raw_folder(entry)
+
+        def work(entry: DatasetEntry = entry, conf: SourceConf = conf, folder: str = folder) -> None:
+            summary = ingest_source(
+                run.spark, conf, folder, run.lake, dataset=entry.name, progress=run.progress
+            )
+            run.progress(
+                f"{entry.name}: {summary.events:,} events, {summary.rejects:,} rejects, {summary.items:,} items"
+            )
+
+        def inputs(name: str = entry.name, conf: SourceConf = conf, folder: str = folder) -> str | None:
+            if ("generate", name, None) in run.planned_runs:
+                return None  # the release is written first; its files' times are not known yet
+            return fingerprint("ingest", raw_listing(folder), repr(conf))
+
+        tasks.append(Task("ingest", entry.name, work, inputs, upstream=f"generate of {entry.name}"))
+    return tasks
+
+
+INGEST = Stage(
+    "ingest",
+    DATASET,
+    ("generate",),
+    ("raw release files",),
+    ("events", "items", "users", "rejects", "ingest_files"),
+    "the raw files' names, sizes and times; the source conf",
+    ingest_tasks,
+    scheduled=True,
+    what="the release files into Delta tables with one schema",
+)

@@ -1,0 +1,128 @@
+"""The train, score and transfer stages, per dataset and model (and transfer pair)."""
+
+from __future__ import annotations
+
+from intent_spark.core.stage import DATASET_MODEL, TRANSFER_PAIR, Run, Stage, Task, chain, fingerprint
+
+
+def train_tasks(run: Run) -> list[Task]:
+    from intent_spark.train.fit import train
+
+    conf = run.models_conf
+    tasks = []
+    for name in run.scored():
+        for model in run.models:
+            settings = conf.logged(model)
+
+            def work(name: str = name, model: str = model) -> None:
+                train(
+                    run.spark,
+                    run.lake,
+                    name,
+                    model,
+                    conf,
+                    tracking_uri=run.uri,
+                    parent_run_id=run.benchmark(),
+                    splits=run.splits_of(name),
+                    progress=run.progress,
+                )
+
+            def inputs(name: str = name, model: str = model, settings: dict = settings) -> str | None:
+                split = run.inputs_of("split", name)
+                if split is None:
+                    return None
+                return fingerprint("train", split, model, conf.context, conf.max_tokens, settings)
+
+            tasks.append(Task("train", name, work, inputs, model, upstream=f"split of {name}"))
+    return tasks
+
+
+def score_tasks(run: Run) -> list[Task]:
+    from intent_spark.train.score import score
+
+    tasks = []
+    for name in run.scored():
+        for model in run.models:
+
+            def work(name: str = name, model: str = model) -> None:
+                rows = score(
+                    run.spark,
+                    run.lake,
+                    name,
+                    model,
+                    run.models_conf,
+                    tracking_uri=run.uri,
+                    parent_run_id=run.benchmark(),
+                    progress=run.progress,
+                )
+                run.progress(f"{name} {model}: {rows:,} ranks")
+
+            def inputs(name: str = name, model: str = model) -> str | None:
+                return run.inputs_of("train", name, model)
+
+            tasks.append(Task("score", name, work, inputs, model, upstream=f"train {model} of {name}"))
+    return tasks
+
+
+def transfer_tasks(run: Run) -> list[Task]:
+    from intent_spark.train.transfer import score_transfer
+
+    tasks = []
+    for source, target in run.conf.compare.transfer:
+
+        def work(source: str = source, target: str = target) -> None:
+            rows = score_transfer(
+                run.spark,
+                run.lake,
+                source,
+                target,
+                run.models_conf,
+                tracking_uri=run.uri,
+                progress=run.progress,
+            )
+            run.progress(f"{target} sasrec_f@{source}: {rows:,} ranks")
+
+        def inputs(source: str = source, target: str = target) -> str | None:
+            return chain(
+                "transfer", run.inputs_of("train", source, "sasrec_f"), run.inputs_of("split", target)
+            )
+
+        label = f"transfer sasrec_f from {source}"
+        tasks.append(Task("transfer", target, work, inputs, source, label, f"train sasrec_f of {source}"))
+    return tasks
+
+
+TRAIN = Stage(
+    "train",
+    DATASET_MODEL,
+    ("verify",),
+    ("events", "items", "holdout", "splits", "targets", "checksums"),
+    ("catalogue", "train_sequences", "score_events", "model_inputs", "MLflow run"),
+    "the model, its settings, context and max_tokens",
+    train_tasks,
+    scheduled=True,
+    what="model inputs (once per split version), then each split's model, logged to MLflow",
+)
+SCORE = Stage(
+    "score",
+    DATASET_MODEL,
+    ("train",),
+    ("catalogue", "score_events", "targets", "MLflow run"),
+    ("ranks",),
+    "",
+    score_tasks,
+    scheduled=True,
+    what="the tie-aware rank of every target over the full catalogue",
+)
+TRANSFER = Stage(
+    "transfer",
+    TRANSFER_PAIR,
+    ("train",),
+    ("MLflow run of the source", "catalogue", "score_events", "items", "targets"),
+    ("ranks", "transfers"),
+    "",
+    transfer_tasks,
+    scheduled=True,
+    when="compare.transfer",
+    what="SASRec-F trained on one source ranks another's test targets",
+)
