@@ -54,6 +54,8 @@ from typing import Any
 import psutil
 from measure import PeakMemory
 
+from intent_spark.lake.context import Lake
+
 DATASET = "rees46"
 REES46_EVENTS = 411_700_000
 MIB = 2**20
@@ -555,12 +557,10 @@ def run_size(args: argparse.Namespace, events: int) -> dict[str, Any]:
     models = with_steps(load_models_conf(None, overrides, "pipeline_bench"), args.train_steps)
     with bench.stage("model inputs") as row:
         build_model_inputs(
-            spark,
-            lake,
+            Lake(spark, lake, progress=bench.progress("model inputs")),
             DATASET,
             context=models.context,
             max_tokens=models.max_tokens,
-            progress=bench.progress("model inputs"),
             force=True,
         )
     catalogues = {split: split_catalogue(spark, lake, DATASET, split) for split in ("test", "val")}
@@ -583,13 +583,7 @@ def run_size(args: argparse.Namespace, events: int) -> dict[str, Any]:
                 continue
             with bench.stage(f"{verb} {model}") as row:
                 written = run_stage(
-                    spark,
-                    lake,
-                    DATASET,
-                    model,
-                    models,
-                    tracking_uri=uri,
-                    progress=bench.progress(f"{verb} {model}"),
+                    Lake(spark, lake, uri, progress=bench.progress(f"{verb} {model}")), DATASET, model, models
                 )
                 if verb == "score":
                     row["output_rows"] = written
@@ -599,7 +593,7 @@ def run_size(args: argparse.Namespace, events: int) -> dict[str, Any]:
     floor = load_split_conf(CONF_DIR / "split.yaml", DATASET).floor_users
     with bench.stage("evaluate") as row:
         row["output_rows"] = evaluate(
-            spark, lake, DATASET, floor_users=floor, tracking_uri=uri, progress=bench.progress("evaluate")
+            Lake(spark, lake, uri, progress=bench.progress("evaluate")), DATASET, floor_users=floor
         )
     files = local_paths(ranks_files(spark, lake, DATASET))
     with bench.reference("evaluate") as found:

@@ -25,6 +25,7 @@ from intent_spark.core.conf import CONF_DIR
 from intent_spark.core.sources import load_source
 from intent_spark.generate import generate_release
 from intent_spark.ingest import ingest_source
+from intent_spark.lake.context import Lake
 from intent_spark.lake.session import build_session
 from intent_spark.split.conf import load_split_conf
 from intent_spark.split.stage import run_split
@@ -52,12 +53,10 @@ def main() -> None:
     for processes in args.processes:
         conf = with_processes(base, processes)
         start = time.monotonic()
-        run_id = train(
-            spark, lake, "rees46", args.model, conf, tracking_uri=uri, splits=["test"], progress=print
-        )
+        run_id = train(Lake(spark, lake, uri, progress=print), "rees46", args.model, conf, splits=["test"])
         train_wall = time.monotonic() - start
         start = time.monotonic()
-        score(spark, lake, "rees46", args.model, conf, tracking_uri=uri, progress=print)
+        score(Lake(spark, lake, uri, progress=print), "rees46", args.model, conf)
         score_wall = time.monotonic() - start
         metrics = MlflowClient(uri).get_run(run_id).data.metrics
         row = {

@@ -19,6 +19,7 @@ import pytest
 from conftest import free_port, same_tables, write_run_conf
 
 from intent_spark.core import schema as S
+from intent_spark.lake.context import Lake
 from intent_spark.lake.session import delta_jars
 
 pytestmark = pytest.mark.slow
@@ -207,7 +208,7 @@ def _train_and_score_in_two_processes_over_the_workers(spark, cluster, lake: str
         )
 
     two = ranks()
-    score(spark, lake, DATASET, "gru4rec", load_models_conf(), tracking_uri=uri)
+    score(Lake(spark, lake, uri), DATASET, "gru4rec", load_models_conf())
     one = ranks()
     assert len(one) == len(two) > 0 and one.equals(two)
 

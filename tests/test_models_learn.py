@@ -15,6 +15,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.lake.context import Lake
 from intent_spark.lake.tables import read_table
 from intent_spark.train.conf import load_models_conf
 from intent_spark.train.fit import train
@@ -73,8 +74,8 @@ def learned(spark, split_lake, store, tmp_path_factory, monkeypatch_module):
         }
     )
     for model in ("popularity", "sasrec", "sasrec_f", "gru4rec", "text_encoder"):
-        train(spark, split_lake, DATASET, model, conf, tracking_uri=uri, splits=["test"])
-        score(spark, split_lake, DATASET, model, conf, tracking_uri=uri)
+        train(Lake(spark, split_lake, uri), DATASET, model, conf, splits=["test"])
+        score(Lake(spark, split_lake, uri), DATASET, model, conf)
     ranks = read_table(spark, split_lake, S.RANKS, DATASET)
     assert {r.split for r in ranks.select(S.SPLIT).distinct().collect()} == {"test"}  # as trained
     new_cells = F.col(S.CELL).endswith("_new")
@@ -155,7 +156,7 @@ def test_sasrec_f_transfers_to_another_source_through_shared_words(spark, split_
     """Trained on amazon_hk, scored on microlens, where every item is new to it: the items whose
     tokens it knows get real scores; the others tie below all of them."""
     conf = load_models_conf(overrides={"sasrec_f": SHORT})
-    written = score_transfer(spark, split_lake, DATASET, TARGET, conf, tracking_uri=store)
+    written = score_transfer(Lake(spark, split_lake, store), DATASET, TARGET, conf)
     targets = read_table(spark, split_lake, S.TARGETS, TARGET).where(F.col(S.SPLIT) == "test")
     assert written == targets.count() > 0
     ids = target_token_ids(spark, split_lake, DATASET, TARGET, conf.max_tokens)
@@ -185,11 +186,11 @@ def test_two_processes_train_a_model_that_learns_and_score_it_row_for_row(spark,
 
     conf = load_models_conf(overrides={"gru4rec": {"steps": 150, "batch_size": 64}})
     run_id = train(
-        spark, split_lake, DATASET, "gru4rec", with_processes(conf, 2), tracking_uri=store, splits=["test"]
+        Lake(spark, split_lake, store), DATASET, "gru4rec", with_processes(conf, 2), splits=["test"]
     )
     params = MlflowClient(store).get_run(run_id).data.params
     assert params["processes"] == "2" and params["batch_size"] == "64" and params["steps"] == "150"
-    score(spark, split_lake, DATASET, "gru4rec", conf, tracking_uri=store)
+    score(Lake(spark, split_lake, store), DATASET, "gru4rec", conf)
     ranks = read_table(spark, split_lake, S.RANKS, DATASET).where(F.col(S.MODEL) == "gru4rec")
     one = (
         ranks.select(S.CELL, S.USER_ID, S.SEQ, S.RANK, S.TIED)
@@ -201,7 +202,7 @@ def test_two_processes_train_a_model_that_learns_and_score_it_row_for_row(spark,
     ndcg = (1 / (1 + seen[S.RANK]).map(math.log2)).where(seen[S.RANK] <= 10, 0.0).mean()
     popularity, _ = learned[("popularity", "known_future_seen")]
     assert len(seen) >= 100 and ndcg > 1.2 * popularity, (ndcg, popularity)
-    score(spark, split_lake, DATASET, "gru4rec", with_processes(conf, 2), tracking_uri=store)
+    score(Lake(spark, split_lake, store), DATASET, "gru4rec", with_processes(conf, 2))
     two = (
         ranks.select(S.CELL, S.USER_ID, S.SEQ, S.RANK, S.TIED)
         .toPandas()

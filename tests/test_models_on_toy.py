@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from test_split import _fixture_rows
 
 from intent_spark.core import schema as S
+from intent_spark.lake.context import Lake
 from intent_spark.lake.readers import read_catalogue, split_files, training_batches, user_blocks
 from intent_spark.lake.tables import read_table, write_dataset
 from intent_spark.split.conf import SplitConf
@@ -49,7 +50,7 @@ def toy(spark, tmp_path_factory):
     items = [("toy", item, None, None, None, tokens) for item, tokens in TOKENS.items()]
     write_dataset(spark.createDataFrame(items, S.ITEMS_SCHEMA), lake, S.ITEMS, "toy")
     run_split(spark, lake, "toy", SplitConf(seed=4))
-    build_model_inputs(spark, lake, "toy", context=CONF.context, max_tokens=CONF.max_tokens)
+    build_model_inputs(Lake(spark, lake), "toy", context=CONF.context, max_tokens=CONF.max_tokens)
     return lake, f"sqlite:///{root / 'mlflow.db'}"
 
 
@@ -142,8 +143,8 @@ def test_every_context_event_precedes_its_target(spark, toy):
 def toy_ranks(spark, toy):
     lake, uri = toy
     for model in ("popularity", "repeat_last", "sasrec", "sasrec_f"):
-        train(spark, lake, "toy", model, CONF, tracking_uri=uri)
-        score(spark, lake, "toy", model, CONF, tracking_uri=uri)
+        train(Lake(spark, lake, uri), "toy", model, CONF)
+        score(Lake(spark, lake, uri), "toy", model, CONF)
     rows = read_table(spark, lake, S.RANKS, "toy").collect()
     return {(r.split, r.model, r.seq): r.rank for r in rows}, rows
 
@@ -186,7 +187,7 @@ def test_ranks_by_hand_on_the_new_item_targets(toy_ranks):
 def test_scoring_again_gives_identical_ranks(spark, toy, toy_ranks):
     lake, uri = toy
     ranks, _ = toy_ranks
-    score(spark, lake, "toy", "sasrec", CONF, tracking_uri=uri)
+    score(Lake(spark, lake, uri), "toy", "sasrec", CONF)
     again = {(r.split, r.model, r.seq): r.rank for r in read_table(spark, lake, S.RANKS, "toy").collect()}
     assert again == ranks
     assert np.isfinite(list(again.values())).all()
@@ -247,7 +248,7 @@ def test_evaluate_writes_metrics_and_mlflow_finds_them_by_name(spark, toy, toy_r
     from intent_spark.lake.tracking import EXPERIMENT, store
 
     lake, uri = toy
-    evaluate(spark, lake, "toy", floor_users=1000, tracking_uri=uri)
+    evaluate(Lake(spark, lake, uri), "toy", floor_users=1000)
     metrics = read_table(spark, lake, S.METRICS_TABLE, "toy")
     z_cell = metrics.where(
         (F.col(S.SPLIT) == "test")
@@ -348,11 +349,11 @@ def test_runs_nest_and_are_found_on_a_real_mlflow_server(spark, toy, toy_ranks, 
     uri = f"http://127.0.0.1:{port}"
     try:
         parent = start_benchmark(uri, "benchmark toy", {"datasets": "toy", "models": "popularity"})
-        child = train(spark, lake, "toy", "popularity", CONF, tracking_uri=uri, parent_run_id=parent)
-        score(spark, lake, "toy", "popularity", CONF, tracking_uri=uri)
+        child = train(Lake(spark, lake, uri), "toy", "popularity", CONF, parent_run_id=parent)
+        score(Lake(spark, lake, uri), "toy", "popularity", CONF)
         # the metrics table already holds every model; only popularity has a run on this server
         log_cell_metrics(uri, "toy", read_table(spark, lake, S.METRICS_TABLE, "toy").collect())
-        log_report(uri, str(build_report(spark, lake, tmp_path / "report").parent), parent)
+        log_report(uri, str(build_report(Lake(spark, lake), tmp_path / "report").parent), parent)
         end_benchmark(uri, parent, ok=True)
 
         with store(uri):

@@ -26,6 +26,7 @@ import pytest
 from conftest import free_port, same_tables
 from pyspark.sql import functions as F
 
+from intent_spark.lake.context import Lake
 from intent_spark.lake.files import store_filesystem
 from intent_spark.lake.session import JARS_DIR
 
@@ -288,7 +289,7 @@ def test_the_chain_on_the_store_equals_the_local_chain(endpoint, reference_run, 
     assert MlflowClient(uri).get_run(trained.info.run_id).data.params["processes"] == "2"
     local = str(tmp_path / "local_lake")
     shutil.copytree(reference_run / "lake", local, ignore=shutil.ignore_patterns("_locks", "_stages"))
-    score(spark, local, "hm", "gru4rec", load_models_conf(), tracking_uri=uri, run_id=trained.info.run_id)
+    score(Lake(spark, local, uri), "hm", "gru4rec", load_models_conf(), run_id=trained.info.run_id)
     ranked = [
         read_table(spark, where, S.RANKS, "hm").where(F.col(S.MODEL) == "gru4rec") for where in (lake, local)
     ]
@@ -302,7 +303,7 @@ def test_the_chain_on_the_store_equals_the_local_chain(endpoint, reference_run, 
 
     from intent_spark.exchange.tasks import export_tasks
 
-    export_tasks(spark, str(reference_run / "lake"), "hm", str(tmp_path / "local"), splits=["test"])
+    export_tasks(Lake(spark, str(reference_run / "lake")), "hm", str(tmp_path / "local"), splits=["test"])
     assert (
         main(
             ["export", "--dataset", "hm", "--lake", lake, "--out", str(tmp_path / "tasks"), "--split", "test"]

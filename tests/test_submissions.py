@@ -27,6 +27,7 @@ from intent_spark.core.errors import IntentError
 from intent_spark.evaluate.metrics import evaluate
 from intent_spark.exchange.submissions import submit
 from intent_spark.exchange.tasks import export_tasks
+from intent_spark.lake.context import Lake
 from intent_spark.lake.tables import has_table, read_table, spark_conf, write_dataset
 
 CATALOGUE = ["a", "b", "c", "d", "e", "q", "y", "z"]
@@ -60,7 +61,7 @@ def exchange_lake(spark, toy_lake, tmp_path_factory):
 def exported(spark, exchange_lake, tmp_path_factory):
     lake, _ = exchange_lake
     out = tmp_path_factory.mktemp("export")
-    export_tasks(spark, lake, "toy", str(out), context=200)
+    export_tasks(Lake(spark, lake), "toy", str(out), context=200)
     return out
 
 
@@ -145,7 +146,7 @@ def test_catalogue_and_training_events_of_the_test_split(exported):
 def test_export_is_byte_identical_whatever_the_partitioning(spark, exchange_lake, exported, tmp_path):
     lake, _ = exchange_lake
     with spark_conf(spark, {"spark.sql.shuffle.partitions": "3"}):
-        export_tasks(spark, lake, "toy", str(tmp_path), context=200)
+        export_tasks(Lake(spark, lake), "toy", str(tmp_path), context=200)
 
     def sums(folder: Path) -> dict[str, str]:
         return {
@@ -160,7 +161,7 @@ def test_export_is_byte_identical_whatever_the_partitioning(spark, exchange_lake
 
 def test_a_short_context_keeps_the_last_events(spark, exchange_lake, tmp_path):
     lake, _ = exchange_lake
-    export_tasks(spark, lake, "toy", str(tmp_path), splits=["test"], context=3)
+    export_tasks(Lake(spark, lake), "toy", str(tmp_path), splits=["test"], context=3)
     tasks = {row["target_id"]: row for row in pq.read_table(tmp_path / "test" / "tasks.parquet").to_pylist()}
     assert tasks[tid("u02", 6)]["context_items"] == ["c", "a", "d"]
     assert not (tmp_path / "val").exists()
@@ -203,7 +204,7 @@ def faulty(spark, exchange_lake, tmp_path_factory):
     ]
     path = _write_jsonl(tmp_path_factory.mktemp("subs") / "faulty.jsonl", rows)
     lines: list[str] = []
-    scored = submit(spark, lake, "toy", str(path), "faulty", tracking_uri=uri, progress=lines.append)
+    scored = submit(Lake(spark, lake, uri, progress=lines.append), "toy", str(path), "faulty")
     return scored, lines, path
 
 
@@ -271,7 +272,7 @@ def test_ranks_follow_the_list_ties_and_misses(spark, exchange_lake, faulty):
 
 def test_metrics_are_exact_up_to_the_shortest_list_and_unavailable_beyond(spark, exchange_lake, faulty):
     lake, uri = exchange_lake
-    evaluate(spark, lake, "toy", floor_users=1, tracking_uri=uri)
+    evaluate(Lake(spark, lake, uri), "toy", floor_users=1)
     users = read_table(spark, lake, S.USER_METRICS, "toy").where(
         (F.col(S.MODEL) == "faulty") & (F.col(S.SPLIT) == "test")
     )
@@ -299,10 +300,8 @@ def test_horizon_recall_and_precision_follow_its_recipe(spark, exchange_lake, tm
     for target in targets.itertuples():  # a different list per user: rotate the order
         shift = int(target.user_id[1:]) % len(order)
         rows.append({"target_id": tid(target.user_id, target.seq), "items": order[shift:] + order[:shift]})
-    submit(
-        spark, lake, "toy", str(_write_jsonl(tmp_path / "h.jsonl", rows)), "horizon_lists", tracking_uri=uri
-    )
-    evaluate(spark, lake, "toy", floor_users=1, tracking_uri=None)
+    submit(Lake(spark, lake, uri), "toy", str(_write_jsonl(tmp_path / "h.jsonl", rows)), "horizon_lists")
+    evaluate(Lake(spark, lake, None), "toy", floor_users=1)
 
     def recipe(predictions, ground_truth, k_values):
         scores = {}
@@ -342,7 +341,7 @@ def test_strict_refuses_and_writes_nothing(spark, exchange_lake, tmp_path):
         IntentError,
         match=r"--strict: 23 targets missing \(e\.g\. target_id [0-9a-f]{24}\); nothing was scored",
     ):
-        submit(spark, lake, "toy", str(path), "strict_one", strict=True, tracking_uri=uri)
+        submit(Lake(spark, lake, uri), "toy", str(path), "strict_one", strict=True)
     assert read_table(spark, lake, S.RANKS, "toy").where(F.col(S.MODEL) == "strict_one").isEmpty()
 
 
@@ -507,7 +506,7 @@ def test_nan_and_misplaced_strings_in_json_are_named_and_strict_names_every_faul
     ]
     path = _write_jsonl(tmp_path / "nan.jsonl", rows)
     lines: list[str] = []
-    scored = submit(spark, lake, "toy", str(path), "nan_json", tracking_uri=None, progress=lines.append)
+    scored = submit(Lake(spark, lake, None, progress=lines.append), "toy", str(path), "nan_json")
     nan_reason = (
         "the line holds NaN, which is not JSON: Python's json.dumps writes float('nan') and float('inf') so; "
         "give finite numbers"
@@ -529,7 +528,7 @@ def test_nan_and_misplaced_strings_in_json_are_named_and_strict_names_every_faul
         5: "items is not a list of item id strings",
     }
     with pytest.raises(IntentError) as refused:
-        submit(spark, lake, "toy", str(path), "nan_json_strict", strict=True, tracking_uri=None)
+        submit(Lake(spark, lake, None), "toy", str(path), "nan_json_strict", strict=True)
     rejects_file = f"{lake}/reports/submissions/toy/nan_json_strict/test/rejects.jsonl"
     assert re.fullmatch(
         re.escape(
@@ -580,7 +579,7 @@ def test_parquet_scores_that_are_not_finite_are_rejected(spark, exchange_lake, t
         }
     )
     pq.write_table(table, path)
-    scored = submit(spark, lake, "toy", str(path), "nonfinite_scores", tracking_uri=None)
+    scored = submit(Lake(spark, lake, None), "toy", str(path), "nonfinite_scores")
     assert {f.kind: f.count for f in scored.faults} == {"score not finite": 2}
     assert (
         scored.faults[0].message()
@@ -593,7 +592,7 @@ def test_a_registered_model_name_is_refused(spark, exchange_lake, tmp_path):
     lake, _ = exchange_lake
     path = _write_jsonl(tmp_path / "p.jsonl", GOOD_ROWS[:1])
     with pytest.raises(IntentError, match="a registered model has that name"):
-        submit(spark, lake, "toy", str(path), "popularity")
+        submit(Lake(spark, lake), "toy", str(path), "popularity")
 
 
 def test_a_reference_models_top_100_round_trips_exactly(spark, reference_run, tmp_path):

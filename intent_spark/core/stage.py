@@ -73,6 +73,10 @@ class Run(Protocol):
     @property
     def uri(self) -> str: ...
 
+    def lake_context(self) -> Any:
+        """The run's lake as a ``lake.context.Lake``: session, root, MLflow store, progress."""
+        ...
+
     def benchmark(self) -> str:
         """The benchmark's MLflow run id, opened by the first task that logs to it."""
         ...

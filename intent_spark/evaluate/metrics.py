@@ -23,6 +23,7 @@ from intent_spark.evaluate.corrections import (
     P_ADJUSTED,
     adjust_p_values,
 )
+from intent_spark.lake.context import Lake
 
 KS = (1, 5, 10, 20, 50, 100)
 METRICS = ("ndcg", "hr", "recall", "precision", "mrr")
@@ -124,45 +125,37 @@ def mlflow_name(split: str, cell: str, metric: str, k: int) -> str:
 
 
 def evaluate(
-    spark,
-    lake: str,
-    dataset: str,
-    *,
-    floor_users: int,
-    bootstrap: int = 0,
-    correction: str = DEFAULT_CORRECTION,
-    tracking_uri: str | None = None,
-    progress: Progress = silent,
+    lake: Lake, dataset: str, *, floor_users: int, bootstrap: int = 0, correction: str = DEFAULT_CORRECTION
 ) -> int:
     """Write ``user_metrics``, ``metrics`` and ``comparisons`` from ``ranks``; log each model's
     cell metrics to its MLflow training run. Returns the number of metric rows."""
     from intent_spark.lake.progress import spark_progress
 
+    spark, tracking_uri, progress = lake.spark, lake.tracking_uri, lake.progress
     with spark_progress(spark, progress, f"{dataset} evaluate"):
-        rows = _metric_tables(spark, lake, dataset, floor_users, bootstrap, correction, progress)
+        rows = _metric_tables(lake, dataset, floor_users, bootstrap, correction)
     if tracking_uri:
         log_cell_metrics(tracking_uri, dataset, rows, progress)
     return len(rows)
 
 
-def _metric_tables(
-    spark, lake: str, dataset: str, floor_users: int, bootstrap: int, correction: str, progress
-) -> list:
+def _metric_tables(lake: Lake, dataset: str, floor_users: int, bootstrap: int, correction: str) -> list:
     from intent_spark.lake.tables import read_table, write_dataset
 
-    ranks = read_table(spark, lake, S.RANKS, dataset)
+    spark, root, progress = lake.spark, lake.root, lake.progress
+    ranks = read_table(spark, root, S.RANKS, dataset)
     progress(f"{dataset}: per-user metrics")
-    write_dataset(user_metrics(ranks, submission_limits(spark, lake, dataset)), lake, S.USER_METRICS, dataset)
+    write_dataset(user_metrics(ranks, submission_limits(spark, root, dataset)), root, S.USER_METRICS, dataset)
     fault_point("evaluate.user_metrics")
     # Read once: the cell metrics and every comparison family are computed from this one set.
-    users = read_table(spark, lake, S.USER_METRICS, dataset).persist(StorageLevel.MEMORY_AND_DISK)
+    users = read_table(spark, root, S.USER_METRICS, dataset).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         how = f"{bootstrap} bootstrap replicates" if bootstrap else "normal"
         progress(f"{dataset}: cell metrics with 95% intervals ({how})")
-        write_dataset(cell_metrics(users, floor_users, bootstrap), lake, S.METRICS_TABLE, dataset)
-        metrics = read_table(spark, lake, S.METRICS_TABLE, dataset)
+        write_dataset(cell_metrics(users, floor_users, bootstrap), root, S.METRICS_TABLE, dataset)
+        metrics = read_table(spark, root, S.METRICS_TABLE, dataset)
         progress(f"{dataset}: paired model comparisons, memorization gaps and retention")
-        write_dataset(comparisons(users, metrics, correction=correction), lake, S.COMPARISONS, dataset)
+        write_dataset(comparisons(users, metrics, correction=correction), root, S.COMPARISONS, dataset)
         return metrics.collect()  # cells x models x metrics: small
     finally:
         users.unpersist()

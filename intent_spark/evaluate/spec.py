@@ -37,15 +37,7 @@ def evaluate_tasks(run: Run) -> list[Task]:
         floor = run.split_conf(name).floor_users
 
         def work(name: str = name, floor: int = floor) -> None:
-            evaluate(
-                run.spark,
-                run.lake,
-                name,
-                floor_users=floor,
-                correction=run.conf.correction,
-                tracking_uri=run.uri,
-                progress=run.progress,
-            )
+            evaluate(run.lake_context(), name, floor_users=floor, correction=run.conf.correction)
 
         def inputs(name: str = name, floor: int = floor) -> str | None:
             trained = {m: run.inputs_of("train", name, m) for m in run.models}

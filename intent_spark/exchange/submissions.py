@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
@@ -22,8 +21,8 @@ from pyspark.sql import types as T
 
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
-from intent_spark.core.progress import Progress, silent
 from intent_spark.exchange.tasks import split_targets
+from intent_spark.lake.context import Lake
 from intent_spark.lake.files import filesystem, write_single_file
 from intent_spark.lake.tables import read_table, write_dataset
 from intent_spark.split.populations import labelled_populations
@@ -516,27 +515,19 @@ def check_name(name: str) -> None:
 
 
 def submit(
-    spark: SparkSession,
-    lake: str,
-    dataset: str,
-    path: str,
-    name: str,
-    *,
-    split: str = S.TEST,
-    strict: bool = False,
-    tracking_uri: str | None = None,
-    progress: Progress = silent,
+    lake: Lake, dataset: str, path: str, name: str, *, split: str = S.TEST, strict: bool = False
 ) -> Scored:
     """Check the submission, write its ranks (every target of the split: rejected and missing
     ones as misses), its ``submissions`` row, its rejects and its MLflow run."""
+    spark, root, progress = lake.spark, lake.root, lake.progress
     check_name(name)
     fmt = check_submission_file(path)
-    populations = labelled_populations(spark, lake, dataset)
+    populations = labelled_populations(spark, root, dataset)
     if split not in populations:
         raise IntentError(f"{dataset} has no {split} split (it has {', '.join(populations)})")
     sha = file_sha256(path)
     rows = read_parquet_rows(spark, path) if fmt == "parquet" else read_json_rows(spark, path)
-    targets = split_targets(spark, lake, dataset)
+    targets = split_targets(spark, root, dataset)
     known = targets.select(
         S.TARGET_ID, F.col(S.SPLIT).alias("_target_split"), S.SEQ, S.CELL, S.USER_ID, S.ITEM_ID
     )
@@ -547,9 +538,7 @@ def submit(
         StorageLevel.MEMORY_AND_DISK
     )
     try:
-        submission = Submission(
-            spark, lake, dataset, split, name, path, fmt, sha, strict, tracking_uri, progress
-        )
+        submission = Submission(lake, dataset, split, name, path, fmt, sha, strict)
         return _score_checked(submission, checked, targets)
     finally:
         checked.unpersist()
@@ -560,8 +549,7 @@ def submit(
 class Submission:
     """One ``intent submit``: where it goes and what it is (its file, format and digest)."""
 
-    spark: SparkSession
-    lake: str
+    lake: Lake
     dataset: str
     split: str
     name: str
@@ -569,8 +557,6 @@ class Submission:
     fmt: str
     sha: str
     strict: bool
-    tracking_uri: str | None
-    progress: Callable[[str], None]
 
     @property
     def where(self) -> str:
@@ -590,16 +576,14 @@ def _score_checked(sub: Submission, checked: DataFrame, targets: DataFrame) -> S
         F.count(F.lit(1)), F.count(F.when(absent, 1)), F.min(F.when(absent, F.col(S.TARGET_ID)))
     ).first()
     for fault in faults:
-        sub.progress(f"{sub.where}: warning: {fault.message()}")
+        sub.lake.progress(f"{sub.where}: warning: {fault.message()}")
     if missing:
-        sub.progress(
+        sub.lake.progress(
             f"{sub.where}: warning: {missing:,} of {n_targets:,} targets have no accepted row and "
             f"are scored as misses (e.g. target_id {example})"
         )
     rejected = checked.where(F.col("_reason").isNotNull())
-    rejects_file = _write_rejects(
-        sub.spark, sub.lake, sub.dataset, sub.split, sub.name, rejected, bool(faults)
-    )
+    rejects_file = _write_rejects(sub, rejected, bool(faults))
     if sub.strict and (faults or missing):
         kinds = [fault.message() for fault in faults]
         if missing:
@@ -636,7 +620,7 @@ def _score_checked(sub: Submission, checked: DataFrame, targets: DataFrame) -> S
         "has_scores": n_scored > 0,
     }
     run_id = _commit(sub, record, split_rows.join(target_ranks(accepted), S.TARGET_ID, "left"))
-    sub.progress(
+    sub.lake.progress(
         f"{sub.where}: {n_accepted:,} of {total:,} rows accepted, lists of {shortest:,}-{longest:,} items; "
         f"metrics at K <= {shortest:,} are exact, above it unavailable"
     )
@@ -706,20 +690,20 @@ def _commit(sub: Submission, record: dict, ranked: DataFrame) -> str | None:
         F.coalesce(F.col(S.TIED), F.lit(0)).alias(S.TIED),
     )
     write_dataset(
-        sub.spark.createDataFrame([record], S.SUBMISSIONS_SCHEMA),
-        sub.lake,
+        sub.lake.spark.createDataFrame([record], S.SUBMISSIONS_SCHEMA),
+        sub.lake.root,
         S.SUBMISSIONS,
         sub.dataset,
         model=sub.name,
         split=sub.split,
     )
     # the shortest list first: ranks without it would read as 0 beyond the lists
-    written = write_dataset(ranks, sub.lake, S.RANKS, sub.dataset, model=sub.name, split=sub.split)
+    written = write_dataset(ranks, sub.lake.root, S.RANKS, sub.dataset, model=sub.name, split=sub.split)
     if written != record["targets"]:
         raise IntentError(f"{sub.where}: wrote {written:,} ranks for {record['targets']:,} targets")
-    if not sub.tracking_uri:
+    if not sub.lake.tracking_uri:
         return None
-    return _log_submission(sub.tracking_uri, sub.dataset, sub.name, {**record, "format": sub.fmt})
+    return _log_submission(sub.lake.tracking_uri, sub.dataset, sub.name, {**record, "format": sub.fmt})
 
 
 def _shown_line(checked: DataFrame) -> str:
@@ -729,9 +713,11 @@ def _shown_line(checked: DataFrame) -> str:
     return repr(text[:60] + ("..." if len(text) > 60 else ""))
 
 
-def _write_rejects(spark, lake, dataset, split, name, rejected: DataFrame, any_rejected: bool) -> str | None:
+def _write_rejects(sub: Submission, rejected: DataFrame, any_rejected: bool) -> str | None:
     """The rejected rows into ``submission_rejects`` (replacing this submission's earlier ones)
     and, when there are any, one JSON Lines file beside the lake's reports; its path."""
+    spark, root = sub.lake.spark, sub.lake.root
+    dataset, split, name = sub.dataset, sub.split, sub.name
     rows = rejected.select(
         F.lit(dataset).alias(S.DATASET),
         F.lit(split).alias(S.SPLIT),
@@ -742,15 +728,15 @@ def _write_rejects(spark, lake, dataset, split, name, rejected: DataFrame, any_r
         F.col("_reason").alias(S.REASON),
         S.RAW,
     )
-    write_dataset(rows, lake, S.SUBMISSION_REJECTS, dataset, model=name, split=split)
-    path = f"{lake.rstrip('/')}/reports/submissions/{dataset}/{name}/{split}/rejects.jsonl"
+    write_dataset(rows, root, S.SUBMISSION_REJECTS, dataset, model=name, split=split)
+    path = f"{root.rstrip('/')}/reports/submissions/{dataset}/{name}/{split}/rejects.jsonl"
     fs, inside = filesystem(path)
     if fs.get_file_info(inside).type.name == "File":
         fs.delete_file(inside)
     if not any_rejected:
         return None
     fs.create_dir(inside.rsplit("/", 1)[0], recursive=True)
-    stored = read_table(spark, lake, S.SUBMISSION_REJECTS, dataset).where(
+    stored = read_table(spark, root, S.SUBMISSION_REJECTS, dataset).where(
         (F.col(S.MODEL) == name) & (F.col(S.SPLIT) == split)
     )
     write_single_file(

@@ -23,8 +23,8 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
-from intent_spark.core.progress import Progress, silent
 from intent_spark.exchange.formats import format_text
+from intent_spark.lake.context import Lake
 from intent_spark.lake.files import filesystem, write_single_file
 from intent_spark.lake.tables import has_table, read_table, source_table
 from intent_spark.split.cells import training_events
@@ -130,35 +130,29 @@ def training_rows(labelled: DataFrame, attributes: DataFrame, amounts: bool) -> 
 
 
 def export_tasks(
-    spark: SparkSession,
-    lake: str,
-    dataset: str,
-    out: str,
-    *,
-    splits: Sequence[str] | None = None,
-    context: int = DEFAULT_CONTEXT,
-    progress: Progress = silent,
+    lake: Lake, dataset: str, out: str, *, splits: Sequence[str] | None = None, context: int = DEFAULT_CONTEXT
 ) -> list[Exported]:
     """Write the files of each split (default: every split of the dataset) under ``out``."""
+    spark, root, progress = lake.spark, lake.root, lake.progress
     if context < 1:
         raise IntentError(f"--context {context}: a context keeps at least one event")
-    if not has_table(spark, lake, S.TARGETS) or read_table(spark, lake, S.TARGETS, dataset).isEmpty():
-        raise IntentError(f"{lake}: no targets of {dataset}; run `intent split --dataset {dataset}` first")
-    populations = labelled_populations(spark, lake, dataset)
+    if not has_table(spark, root, S.TARGETS) or read_table(spark, root, S.TARGETS, dataset).isEmpty():
+        raise IntentError(f"{root}: no targets of {dataset}; run `intent split --dataset {dataset}` first")
+    populations = labelled_populations(spark, root, dataset)
     wanted = list(splits or populations)
     for split in wanted:
         if split not in populations:
             raise IntentError(f"{dataset} has no {split} split (it has {', '.join(populations)})")
-    events = source_table(spark, lake, S.EVENTS, dataset)
+    events = source_table(spark, root, S.EVENTS, dataset)
     amounts = not events.where(F.col(S.AMOUNT).isNotNull()).isEmpty()
     attributes = events.select(S.USER_ID, S.SEQ, S.EVENT_TYPE, S.AMOUNT)
-    items = source_table(spark, lake, S.ITEMS, dataset) if has_table(spark, lake, S.ITEMS) else None
+    items = source_table(spark, root, S.ITEMS, dataset) if has_table(spark, root, S.ITEMS) else None
     done = []
     for split in wanted:
         folder = f"{out.rstrip('/')}/{split}"
         fs, path = filesystem(folder)
         fs.create_dir(path, recursive=True)
-        targets = split_targets(spark, lake, dataset, split)
+        targets = split_targets(spark, root, dataset, split)
         _check_unique(targets, dataset, split)
         labelled = populations[split]
         progress(f"{dataset} {split}: writing {TASKS_FILE} (context: the last {context} events)")

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import tempfile
 import time
+from dataclasses import dataclass
 
 import numpy as np
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
-from intent_spark.core.progress import Progress, silent
+from intent_spark.lake.context import Lake
 from intent_spark.lake.readers import split_files, user_blocks
 from intent_spark.lake.tables import read_table
 from intent_spark.lake.tracking import download_artifacts
@@ -24,24 +24,29 @@ from intent_spark.train.plugin_errors import saves_tracebacks
 from intent_spark.train.score import drop_staging, scoring_run
 
 
+@dataclass(frozen=True)
+class TopItemsExport:
+    """Where ``intent score --export`` writes, and what: each target of ``split`` with its top ``k``
+    items, as Parquet or JSON Lines by ``out``'s suffix."""
+
+    out: str
+    split: str = S.TEST
+    k: int = 100
+
+
 @saves_tracebacks
 def export_top_items(
-    spark: SparkSession,
-    lake: str,
+    lake: Lake,
     dataset: str,
     model: str,
     conf: ModelsConf,
+    export: TopItemsExport,
     *,
-    tracking_uri: str,
-    out: str,
-    split: str = S.TEST,
-    k: int = 100,
     run_id: str | None = None,
-    progress: Progress = silent,
 ) -> int:
-    """A trained model's answers in the submission format (SPEC 9): every target of ``split``
-    with its top ``k`` item ids (a tie group reaching past k listed whole) and their scores, as
-    Parquet or JSON Lines by ``out``'s suffix, ordered by ``target_id``. Returns the rows."""
+    """A trained model's answers in the submission format (SPEC 9): every target of the split
+    with its top k item ids (a tie group reaching past k listed whole) and their scores,
+    ordered by ``target_id``. Returns the rows."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -49,24 +54,24 @@ def export_top_items(
     from intent_spark.split.targets import target_id
     from intent_spark.train.ranker import ModelFault, top_items
 
+    spark, root, tracking_uri, progress = lake.spark, lake.root, lake.tracking, lake.progress
+    out, split, k = export.out, export.split, export.k
     fmt = "parquet" if out.endswith(".parquet") else "json" if out.endswith((".jsonl", ".json")) else None
     if fmt is None:
         raise IntentError(f"--export {out}: write a .parquet or .jsonl file")
     if k < 1:
         raise IntentError(f"--top-k {k}: list at least one item")
-    cls, run = scoring_run(
-        spark, lake, dataset, model, conf, tracking_uri=tracking_uri, run_id=run_id, progress=progress
-    )
+    cls, run = scoring_run(lake, dataset, model, conf, run_id=run_id)
     name = cls.name
     if split not in run.data.params.get("splits", ",".join(SPLITS)).split(","):
         raise IntentError(f"{dataset} {name}: MLflow run {run.info.run_id} has no {split} split")
     device = pick_device()
-    rows = read_table(spark, lake, S.CATALOGUE, dataset).where(F.col(S.SPLIT) == split)
+    rows = read_table(spark, root, S.CATALOGUE, dataset).where(F.col(S.SPLIT) == split)
     index = rows.select(S.ITEM_INDEX, S.ITEM_ID).toPandas()  # one row per item, never events
     item_ids = np.empty(int(index[S.ITEM_INDEX].max()) + 1, dtype=object)
     item_ids[index[S.ITEM_INDEX].to_numpy()] = index[S.ITEM_ID].to_numpy()
-    expected = read_table(spark, lake, S.TARGETS, dataset).where(F.col(S.SPLIT) == split).count()
-    staging = f"{lake.rstrip('/')}/_staging/export/{dataset}/{name}"
+    expected = read_table(spark, root, S.TARGETS, dataset).where(F.col(S.SPLIT) == split).count()
+    staging = f"{root.rstrip('/')}/_staging/export/{dataset}/{name}"
     fs, path = filesystem(f"{staging}/{split}.parquet")
     schema = pa.schema(
         [(S.SEQ, pa.int64()), ("items", pa.list_(pa.string())), ("scores", pa.list_(pa.float64()))]
@@ -87,9 +92,9 @@ def export_top_items(
         with tempfile.TemporaryDirectory() as tmp:
             folder = download_artifacts(tracking_uri, run.info.run_id, "model", tmp)
             fitted = load_model(
-                cls, folder / split, split_catalogue(spark, lake, dataset, split), conf, device
+                cls, folder / split, split_catalogue(spark, root, dataset, split), conf, device
             )
-            urls = split_files(spark, lake, S.SCORE_EVENTS, dataset, split)
+            urls = split_files(spark, root, S.SCORE_EVENTS, dataset, split)
             fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
             listed = top_items(
                 fitted,
@@ -119,7 +124,7 @@ def export_top_items(
                 written += len(batch[S.SEQ])
         if written != expected:
             raise IntentError(f"{where}: listed {written:,} targets but the split has {expected:,}")
-        targets = read_table(spark, lake, S.TARGETS, dataset).where(F.col(S.SPLIT) == split)
+        targets = read_table(spark, root, S.TARGETS, dataset).where(F.col(S.SPLIT) == split)
         named = targets.select(
             S.SEQ,
             target_id(F.col(S.DATASET), F.col(S.SPLIT), F.col(S.USER_ID), F.col(S.SEQ)).alias(S.TARGET_ID),

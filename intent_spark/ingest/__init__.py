@@ -159,20 +159,8 @@ def read_catalogue(
         except IntentError:  # metadata is optional; the events carry the catalogue
             progress(f"{name}: no item metadata file matches {', '.join(item_spec.files)}; skipped")
             continue
-        df = read_table_file(
-            spark,
-            files,
-            fmt=item_spec.format,
-            has_header=_has_header(
-                files, item_spec.header, item_spec.columns, item_spec.key, item_spec.delimiter
-            ),
-            columns=item_spec.columns,
-            delimiter=item_spec.delimiter,
-            encoding=item_spec.encoding,
-            multiline=item_spec.multiline,
-            leading_space=item_spec.leading_space,
-            json_schema=item_spec.json_schema,
-        )
+        header = _has_header(files, item_spec.header, item_spec.columns, item_spec.key, item_spec.delimiter)
+        df = read_table_file(spark, files, item_spec, header)
         file_items.append(items_from_file(df, item_spec, name))
     return merge_items(catalogue, file_items)
 
@@ -190,15 +178,8 @@ def read_profiles(
     except IntentError:  # profiles are optional
         progress(f"{name}: no user profile file matches {', '.join(spec.files)}; skipped")
         return empty
-    df = read_table_file(
-        spark,
-        files,
-        fmt=spec.format,
-        has_header=_has_header(files, spec.header, spec.columns, spec.key, spec.delimiter),
-        columns=spec.columns,
-        delimiter=spec.delimiter,
-        encoding=spec.encoding,
-    )
+    header = _has_header(files, spec.header, spec.columns, spec.key, spec.delimiter)
+    df = read_table_file(spark, files, spec, header)
     return users_from_file(df, spec, name)
 
 

@@ -12,19 +12,13 @@ from intent_spark.ingest.tokens import combine_tokens, field_token, list_tokens,
 
 
 def read_table_file(
-    spark: SparkSession,
-    files: list[str],
-    *,
-    fmt: str,
-    has_header: bool,
-    columns: tuple[str, ...],
-    delimiter: str,
-    encoding: str,
-    multiline: bool = False,
-    leading_space: bool = False,
-    json_schema: str | None = None,
+    spark: SparkSession, files: list[str], spec: ItemsSpec | UsersSpec, has_header: bool
 ) -> DataFrame:
-    """Read a metadata file with Spark's own readers (quoted newlines, other encodings)."""
+    """Read a metadata or profile file with Spark's own readers (quoted newlines, other
+    encodings), as its spec says; ``has_header``: whether its first line names the columns."""
+    fmt, columns, delimiter, encoding = spec.format, spec.columns, spec.delimiter, spec.encoding
+    json_schema = getattr(spec, "json_schema", None)  # profiles: CSV only, one line per user
+    multiline, leading_space = getattr(spec, "multiline", False), getattr(spec, "leading_space", False)
     if fmt == "jsonl":
         return spark.read.schema(json_schema).json(files) if json_schema else spark.read.json(files)
     reader = (

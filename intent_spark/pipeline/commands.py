@@ -16,6 +16,7 @@ from intent_spark.core import schema as S
 from intent_spark.core.conf import CONF_DIR
 from intent_spark.core.errors import IntentError
 from intent_spark.core.sources import at_item_level, load_source
+from intent_spark.lake.context import Lake
 from intent_spark.lake.progress import reporter
 
 
@@ -269,15 +270,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     report = reporter("train")
     spark = _session("train", args)
     run_id = train(
-        spark,
-        args.lake,
+        Lake(spark, args.lake, uri, progress=report),
         args.dataset,
         args.model,
         conf,
-        tracking_uri=uri,
         parent_run_id=args.parent_run_id,
         splits=args.split or ("test", "val"),
-        progress=report,
     )
     report(f"{args.dataset} {args.model}: logged to MLflow run {run_id} in {uri}")
     return 0
@@ -292,31 +290,14 @@ def cmd_score(args: argparse.Namespace) -> int:
     report = reporter("score")
     spark = _session("score", args)
     if args.export:
-        from intent_spark.exchange.top_items import export_top_items
+        from intent_spark.exchange.top_items import TopItemsExport, export_top_items
 
-        export_top_items(
-            spark,
-            args.lake,
-            args.dataset,
-            args.model,
-            conf,
-            tracking_uri=uri,
-            out=args.export,
-            split=args.split,
-            k=args.top_k,
-            run_id=args.run_id,
-            progress=report,
-        )
+        export = TopItemsExport(args.export, args.split, args.top_k)
+        lake = Lake(spark, args.lake, uri, progress=report)
+        export_top_items(lake, args.dataset, args.model, conf, export, run_id=args.run_id)
         return 0
     rows = score(
-        spark,
-        args.lake,
-        args.dataset,
-        args.model,
-        conf,
-        tracking_uri=uri,
-        run_id=args.run_id,
-        progress=report,
+        Lake(spark, args.lake, uri, progress=report), args.dataset, args.model, conf, run_id=args.run_id
     )
     report(f"{args.dataset} {args.model}: {rows:,} ranks in {args.lake}/ranks")
     return 0
@@ -328,7 +309,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     report = reporter("export")
     spark = _session("export", args)
     done = export_tasks(
-        spark, args.lake, args.dataset, args.out, splits=args.split, context=args.context, progress=report
+        Lake(spark, args.lake, progress=report),
+        args.dataset,
+        args.out,
+        splits=args.split,
+        context=args.context,
     )
     report(
         f"{args.dataset}: {', '.join(f'{d.split} {d.tasks:,} tasks' for d in done)}; formats in {args.out}/<split>/FORMAT.md"
@@ -346,15 +331,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
     report = reporter("submit")
     spark = _session("submit", args)
     scored = submit(
-        spark,
-        args.lake,
+        Lake(spark, args.lake, uri, progress=report),
         args.dataset,
         args.predictions,
         args.name,
         split=args.split,
         strict=args.strict,
-        tracking_uri=uri,
-        progress=report,
     )
     if scored.rejects_file:
         report(
@@ -377,7 +359,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     report = reporter("transfer")
     spark = _session("transfer", args)
     rows = score_transfer(
-        spark, args.lake, args.source, args.target, conf, tracking_uri=uri, model=args.model, progress=report
+        Lake(spark, args.lake, uri, progress=report), args.source, args.target, conf, model=args.model
     )
     report(
         f"{args.target} {args.model}@{args.source}: {rows:,} ranks; run `intent evaluate --dataset {args.target}`"
@@ -396,14 +378,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     report = reporter("evaluate")
     spark = _session("evaluate", args)
     rows = evaluate(
-        spark,
-        args.lake,
+        Lake(spark, args.lake, uri, progress=report),
         args.dataset,
         floor_users=floor,
         bootstrap=args.bootstrap,
         correction=args.correction,
-        tracking_uri=uri,
-        progress=report,
     )
     report(
         f"{args.dataset}: {rows:,} metric rows in {args.lake}/metrics, per-user scores in {args.lake}/user_metrics"
@@ -433,7 +412,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     spark = _session("report", args)
     datasets = args.dataset or None
     page = build_report(
-        spark, args.lake, Path(args.out), datasets, correction=args.correction, progress=report
+        Lake(spark, args.lake, progress=report), Path(args.out), datasets, correction=args.correction
     )
     report(f"report: {page.resolve()}")
     if not args.no_mlflow:

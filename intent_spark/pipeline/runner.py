@@ -24,6 +24,7 @@ from intent_spark.core.progress import Progress, silent
 from intent_spark.core.runconf import DatasetEntry, RunConf
 from intent_spark.core.sources import SourceConf, at_item_level, load_source
 from intent_spark.core.stage import Task
+from intent_spark.lake.context import Lake
 from intent_spark.pipeline import graph
 from intent_spark.pipeline.stages import StageFailed, StageLog
 from intent_spark.split.conf import SplitConf, load_split_conf
@@ -97,6 +98,9 @@ class Runner:
 
             self._uri = default_tracking_uri(self.lake, self.conf.tracking_uri)
         return self._uri
+
+    def lake_context(self) -> Lake:
+        return Lake(self.spark, self.lake, self.uri, self.progress)
 
     def log(self, dataset: str) -> StageLog:
         if dataset not in self.logs:

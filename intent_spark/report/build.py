@@ -10,24 +10,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pyspark.sql import SparkSession
-
-from intent_spark.core.progress import Progress, silent
 from intent_spark.core.runconf import CompareConf
 from intent_spark.evaluate.corrections import DEFAULT_CORRECTION
+from intent_spark.lake.context import Lake
 from intent_spark.report.load import load_results, read_metrics
 from intent_spark.report.render import write_report
 
 
 def build_report(
-    spark: SparkSession,
-    lake: str,
+    lake: Lake,
     out: Path,
     datasets: Sequence[str] | None = None,
     *,
     compare: CompareConf | None = None,
     correction: str = DEFAULT_CORRECTION,
-    progress: Progress = silent,
 ) -> Path:
     """The report of the chosen datasets, with the comparisons of ``compare`` (by default those
     whose variants and transfers are in the lake) and the backtests in the lake; p-values
@@ -37,12 +33,13 @@ def build_report(
     from intent_spark.report.compare import compare_sections, lake_compare_conf
     from intent_spark.report.levels import level_sections
 
-    everything = read_metrics(spark, lake)
-    results = load_results(spark, lake, datasets, everything, correction)
+    spark, root, progress = lake.spark, lake.root, lake.progress
+    everything = read_metrics(spark, root)
+    results = load_results(spark, root, datasets, everything, correction)
     if compare is None:
-        compare = lake_compare_conf(spark, lake, everything, results.datasets)
-    extra = compare_sections(spark, lake, everything, compare, out / "figures") if compare.any() else []
-    levels = level_sections(spark, lake, everything, results.datasets, out / "figures")
-    audits = [a for a in audit_sections(lake) if a.title.split(":")[0] in results.datasets]  # `intent audit`
-    backtests = backtest_sections(lake, everything, results.datasets, out / "figures")
+        compare = lake_compare_conf(spark, root, everything, results.datasets)
+    extra = compare_sections(spark, root, everything, compare, out / "figures") if compare.any() else []
+    levels = level_sections(spark, root, everything, results.datasets, out / "figures")
+    audits = [a for a in audit_sections(root) if a.title.split(":")[0] in results.datasets]  # `intent audit`
+    backtests = backtest_sections(root, everything, results.datasets, out / "figures")
     return write_report(results, out, extra=[*audits, *backtests, *levels, *extra], progress=progress)

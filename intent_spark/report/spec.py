@@ -12,13 +12,7 @@ def report_tasks(run: Run) -> list[Task]:
     def work() -> None:
         out = run.conf.report_path
         page = build_report(
-            run.spark,
-            run.lake,
-            out,
-            run.conf.names,
-            compare=run.conf.compare,
-            correction=run.conf.correction,
-            progress=run.progress,
+            run.lake_context(), out, run.conf.names, compare=run.conf.compare, correction=run.conf.correction
         )
         run.publish_report(page)
         log_report(run.uri, str(out), run.benchmark())

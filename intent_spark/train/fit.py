@@ -14,12 +14,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
-
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
 from intent_spark.core.faults import fault_point
-from intent_spark.core.progress import Progress, silent
+from intent_spark.lake.context import Lake
 from intent_spark.lake.readers import split_files
 from intent_spark.lake.tables import read_table
 from intent_spark.lake.tracking import code_version, start_run
@@ -42,16 +40,13 @@ def _check_splits(splits: Sequence[str]) -> list[str]:
 
 @saves_tracebacks
 def train(
-    spark: SparkSession,
-    lake: str,
+    lake: Lake,
     dataset: str,
     model: str,
     conf: ModelsConf,
     *,
-    tracking_uri: str,
     parent_run_id: str | None = None,
     splits: Sequence[str] = SPLITS,
-    progress: Progress = silent,
 ) -> str:
     """Fit ``model`` (a registered name or a ``module:Class`` spec) on the training events of
     each split (default both: the test split and its validation twin); return the MLflow run
@@ -59,16 +54,15 @@ def train(
     nothing gets its run all the same: the catalogue it was built for, its settings."""
     import torch
 
+    spark, root, tracking_uri, progress = lake.spark, lake.root, lake.tracking, lake.progress
     cls = resolve(model)
     name = cls.name
     note = same_model_note(model)
     if note:
         progress(note)
     splits = _check_splits(splits)
-    stamp = build_model_inputs(
-        spark, lake, dataset, context=conf.context, max_tokens=conf.max_tokens, progress=progress
-    )
-    cutoffs = split_cutoffs(spark, lake, dataset)
+    stamp = build_model_inputs(lake, dataset, context=conf.context, max_tokens=conf.max_tokens)
+    cutoffs = split_cutoffs(spark, root, dataset)
     absent = [split for split in splits if split not in cutoffs]
     if absent:  # a protocol variant has a test split only
         progress(f"{dataset}: no {', '.join(absent)} split; training {', '.join(cutoffs)} only")
@@ -76,7 +70,7 @@ def train(
     device = pick_device()
     # count models train in one process
     distributed = cls.fits and conf.processes > 1 and not issubclass(cls, HistoryModel)
-    split_rows = read_table(spark, lake, S.SPLITS, dataset).collect()  # a row per split
+    split_rows = read_table(spark, root, S.SPLITS, dataset).collect()  # a row per split
     params: dict[str, Any] = {
         "dataset": dataset,
         "model": name,
@@ -99,7 +93,7 @@ def train(
         tempfile.TemporaryDirectory() as tmp,
     ):
         for split in splits:
-            catalogue = split_catalogue(spark, lake, dataset, split)
+            catalogue = split_catalogue(spark, root, dataset, split)
             meta: dict[str, Any] = {
                 "split": split,
                 "n_items": catalogue.n_items,
@@ -112,13 +106,13 @@ def train(
             where = f"{dataset} {name} {split}"
             stats: dict[str, Any] = {}
             if distributed:  # the processes build, fit and save it; rank 0's model lands in folder
-                stats = _fit_in_processes(spark, lake, dataset, model, conf, split, folder, progress)
+                stats = _fit_in_processes(lake, dataset, model, conf, split, folder)
             else:
                 fitted = build_model(cls, catalogue, conf, device)
                 if cls.fits:
-                    urls = split_files(spark, lake, S.TRAIN_SEQUENCES, dataset, split)
+                    urls = split_files(spark, root, S.TRAIN_SEQUENCES, dataset, split)
                     training = TrainingData(
-                        partial(open_batches, urls, 0, 1),
+                        partial(open_batches, urls, (0, 1)),
                         context=conf.context,
                         seed=conf.scoring(name).seed,
                         device=device,
@@ -136,32 +130,33 @@ def train(
         return run.run_id
 
 
-def _fit_in_processes(spark, lake, dataset, model, conf, split, folder: Path, progress) -> dict[str, Any]:
+def _fit_in_processes(lake: Lake, dataset, model, conf, split, folder: Path) -> dict[str, Any]:
     """One split's model fitted by ``conf.processes`` processes (TorchDistributor, DDP); rank
     0's saved model copied into ``folder``; its fit's numbers."""
     from intent_spark.lake.files import remove_folder as drop_staging
     from intent_spark.lake.readers import row_groups
     from intent_spark.train.distributed import copy_folder, read_json, run_processes
 
+    spark, root, progress = lake.spark, lake.root, lake.progress
     cls = resolve(model)
     where = f"{dataset} {cls.name} {split}"
     if not cls.distributable:
         raise IntentError(
             f"model {cls.name!r} cannot be distributed (its fit has its own loop); train it with --processes 1"
         )
-    urls = split_files(spark, lake, S.TRAIN_SEQUENCES, dataset, split)
+    urls = split_files(spark, root, S.TRAIN_SEQUENCES, dataset, split)
     groups = row_groups(urls)
     if groups < conf.processes:
         raise IntentError(
             f"{where}: the training sequences hold {groups} row group(s), too few to shard over {conf.processes} processes"
         )
-    staging = f"{lake.rstrip('/')}/_staging/train/{dataset}/{cls.name}/{split}"
+    staging = f"{root.rstrip('/')}/_staging/train/{dataset}/{cls.name}/{split}"
     drop_staging(staging)
     job = FitJob(
         model=model,
         conf=conf,
-        catalogue_urls=split_files(spark, lake, S.CATALOGUE, dataset, split),
-        texts=item_texts(spark, lake, dataset, split) if cls.needs_text else None,
+        catalogue_urls=split_files(spark, root, S.CATALOGUE, dataset, split),
+        texts=item_texts(spark, root, dataset, split) if cls.needs_text else None,
         sequence_urls=urls,
         staging=staging,
         where=where,

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.faults import fault_point
-from intent_spark.core.progress import Progress, silent
+from intent_spark.lake.context import Lake
 from intent_spark.lake.tables import (
     has_table,
     persisted_events,
@@ -162,49 +162,44 @@ def inputs_stamp(spark: SparkSession, lake: str, dataset: str, context: int, max
 
 
 def build_model_inputs(
-    spark: SparkSession,
-    lake: str,
-    dataset: str,
-    *,
-    context: int,
-    max_tokens: int,
-    progress: Progress = silent,
-    force: bool = False,
+    lake: Lake, dataset: str, *, context: int, max_tokens: int, force: bool = False
 ) -> str:
     """Write catalogue, train_sequences and score_events for both splits of a dataset; return
     the stamp they were built from.
 
     Skipped when the stored stamp shows the split and settings are unchanged.
     """
-    stamp = inputs_stamp(spark, lake, dataset, context, max_tokens)
-    if not force and has_table(spark, lake, S.MODEL_INPUTS):
-        previous = read_table(spark, lake, S.MODEL_INPUTS, dataset).collect()  # at most one row
+    spark, root, progress = lake.spark, lake.root, lake.progress
+    stamp = inputs_stamp(spark, root, dataset, context, max_tokens)
+    if not force and has_table(spark, root, S.MODEL_INPUTS):
+        previous = read_table(spark, root, S.MODEL_INPUTS, dataset).collect()  # at most one row
         if previous and previous[0]["stamp"] == stamp:
             progress(f"{dataset}: model inputs up to date")
             return stamp
-    with persisted_events(spark, lake, dataset) as events:
-        _write_model_inputs(spark, lake, dataset, events, context, max_tokens, progress)
+    with persisted_events(spark, root, dataset) as events:
+        _write_model_inputs(lake, dataset, events, context, max_tokens)
     write_dataset(
-        spark.createDataFrame([(dataset, stamp)], S.MODEL_INPUTS_SCHEMA), lake, S.MODEL_INPUTS, dataset
+        spark.createDataFrame([(dataset, stamp)], S.MODEL_INPUTS_SCHEMA), root, S.MODEL_INPUTS, dataset
     )
     return stamp
 
 
-def _write_model_inputs(spark, lake, dataset, events, context, max_tokens, progress) -> None:
+def _write_model_inputs(lake: Lake, dataset, events, context, max_tokens) -> None:
     """Catalogue, training sequences and scoring streams of both splits, from one read of the
     events: each split's population is labelled from that one persisted set."""
-    items = source_table(spark, lake, S.ITEMS, dataset).select(S.ITEM_ID, S.TOKENS)
-    targets = read_table(spark, lake, S.TARGETS, dataset)
-    populations = labelled_populations(spark, lake, dataset, events)
+    spark, root, progress = lake.spark, lake.root, lake.progress
+    items = source_table(spark, root, S.ITEMS, dataset).select(S.ITEM_ID, S.TOKENS)
+    targets = read_table(spark, root, S.TARGETS, dataset)
+    populations = labelled_populations(spark, root, dataset, events)
     progress(f"{dataset}: writing the catalogue of each split")
     catalogues = [
         catalogue(labelled, items, max_tokens).withColumn(S.SPLIT, F.lit(split))
         for split, labelled in populations.items()
     ]
-    write_dataset(_tagged(catalogues, dataset), lake, S.CATALOGUE, dataset)
+    write_dataset(_tagged(catalogues, dataset), root, S.CATALOGUE, dataset)
     fault_point("inputs.catalogue")
     # Indices are read back from the stored catalogue, not recomputed for every table.
-    stored = read_table(spark, lake, S.CATALOGUE, dataset)
+    stored = read_table(spark, root, S.CATALOGUE, dataset)
     n_events = events.count()
     files = max(1, -(-n_events // SCORE_ROWS_PER_FILE))
     train_files = max(MIN_TRAIN_FILES, -(-n_events // TRAIN_EVENTS_PER_FILE))
@@ -220,6 +215,6 @@ def _write_model_inputs(spark, lake, dataset, events, context, max_tokens, progr
     progress(f"{dataset}: writing training sequences ({train_files} files per split)")
     # Adaptive execution would merge small shuffle partitions, and with them the files.
     with spark_conf(spark, {"spark.sql.adaptive.coalescePartitions.enabled": "false"}):
-        write_dataset(_tagged(sequences, dataset), lake, S.TRAIN_SEQUENCES, dataset)
+        write_dataset(_tagged(sequences, dataset), root, S.TRAIN_SEQUENCES, dataset)
     progress(f"{dataset}: writing scoring streams ({files} file(s) per split)")
-    write_dataset(_tagged(streams, dataset), lake, S.SCORE_EVENTS, dataset)
+    write_dataset(_tagged(streams, dataset), root, S.SCORE_EVENTS, dataset)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -12,7 +13,7 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
 from intent_spark.core.faults import fault_point
-from intent_spark.core.progress import Progress, silent
+from intent_spark.lake.context import Lake
 from intent_spark.lake.files import remove_folder
 from intent_spark.lake.readers import split_files, user_batches
 from intent_spark.lake.tables import read_table, write_dataset
@@ -34,37 +35,26 @@ from intent_spark.train.workers import STAGED_SCHEMA, ScoreJob, rank_split, scor
 
 
 def scoring_run(
-    spark: SparkSession,
-    lake: str,
+    lake: Lake,
     dataset: str,
     model: str,
     conf: ModelsConf,
     *,
-    tracking_uri: str,
     run_id: str | None = None,
     parent_run_id: str | None = None,
-    progress: Progress = silent,
 ):
     """The model's class and the MLflow run to score from: the given run, or the newest for the
     dataset and model, checked against the current split and inputs. A model that fits nothing
     and has no run for this split gets one (``train`` without fitting)."""
+    spark, root, tracking_uri = lake.spark, lake.root, lake.tracking
     cls = resolve(model)
     name = cls.name
-    stamp = stamp_digest(inputs_stamp(spark, lake, dataset, conf.context, conf.max_tokens))
+    stamp = stamp_digest(inputs_stamp(spark, root, dataset, conf.context, conf.max_tokens))
     run = find_run(tracking_uri, dataset, name, run_id, missing_ok=not cls.fits)
     if run is not None and not cls.fits and run.data.params.get("inputs_stamp") != stamp and not run_id:
         run = None  # built for another split: build it again, there is nothing to fit
     if run is None:
-        made = train(
-            spark,
-            lake,
-            dataset,
-            model,
-            conf,
-            tracking_uri=tracking_uri,
-            parent_run_id=parent_run_id,
-            progress=progress,
-        )
+        made = train(lake, dataset, model, conf, parent_run_id=parent_run_id)
         run = find_run(tracking_uri, dataset, name, made)
     if run.data.params.get("inputs_stamp") != stamp:
         raise IntentError(
@@ -76,42 +66,30 @@ def scoring_run(
 
 @saves_tracebacks
 def score(
-    spark: SparkSession,
-    lake: str,
+    lake: Lake,
     dataset: str,
     model: str,
     conf: ModelsConf,
     *,
-    tracking_uri: str,
     run_id: str | None = None,
     parent_run_id: str | None = None,
-    progress: Progress = silent,
 ) -> int:
     """Rank the full catalogue for every target of the splits the run was trained on; replace the
     model's ``ranks``; return its rows. A model that fits nothing and has no run yet gets one
     here (``train`` without fitting), so it is scored without a train stage."""
-    cls, run = scoring_run(
-        spark,
-        lake,
-        dataset,
-        model,
-        conf,
-        tracking_uri=tracking_uri,
-        run_id=run_id,
-        parent_run_id=parent_run_id,
-        progress=progress,
-    )
+    spark, root, tracking_uri, progress = lake.spark, lake.root, lake.tracking, lake.progress
+    cls, run = scoring_run(lake, dataset, model, conf, run_id=run_id, parent_run_id=parent_run_id)
     name = cls.name
     note = same_model_note(model)
     if note:
         progress(note)
     splits = run.data.params.get("splits", ",".join(SPLITS)).split(",")
     device = pick_device()
-    staging = f"{lake.rstrip('/')}/_staging/ranks/{dataset}/{name}"
+    staging = f"{root.rstrip('/')}/_staging/ranks/{dataset}/{name}"
     metrics: dict[str, float] = {}
     # how many targets each split must rank, from the split's own counts (a row per cell)
     per_split = (
-        read_table(spark, lake, S.SPLIT_COUNTS, dataset)
+        read_table(spark, root, S.SPLIT_COUNTS, dataset)
         .groupBy(S.SPLIT)
         .agg(F.sum("n_targets").alias("count"))
         .collect()
@@ -120,28 +98,17 @@ def score(
     drop_staging(staging)  # parts a killed scoring left behind are not this one's
     try:
         if conf.processes > 1 and not issubclass(cls, HistoryModel):
-            metrics = _score_in_processes(
-                spark,
-                lake,
-                dataset,
-                model,
-                conf,
-                tracking_uri,
-                run.info.run_id,
-                splits,
-                staging,
-                targets,
-                progress,
-            )
+            scoring = Scoring(dataset, model, conf, run.info.run_id, splits, staging, targets)
+            metrics = _score_in_processes(lake, scoring)
         else:
             if conf.processes > 1:
                 progress(f"{dataset} {name}: a count model ranks in one pass; scored in one process")
             with tempfile.TemporaryDirectory() as tmp:
                 folder = download_artifacts(tracking_uri, run.info.run_id, "model", tmp)
                 for split in splits:
-                    catalogue = split_catalogue(spark, lake, dataset, split)
+                    catalogue = split_catalogue(spark, root, dataset, split)
                     fitted = load_model(cls, folder / split, catalogue, conf, device)
-                    urls = split_files(spark, lake, S.SCORE_EVENTS, dataset, split)
+                    urls = split_files(spark, root, S.SCORE_EVENTS, dataset, split)
                     seconds, written = rank_split(
                         fitted,
                         user_batches(urls),
@@ -158,37 +125,51 @@ def score(
         drop_staging(staging)  # nothing of a failed scoring is kept
         raise
     fault_point("score.staged")
-    rows = write_ranks(spark, lake, dataset, name, staging, splits)
+    rows = write_ranks(spark, root, dataset, name, staging, splits)
     log_run_metrics(tracking_uri, run.info.run_id, metrics)
     return rows
 
 
-def _score_in_processes(
-    spark, lake, dataset, model, conf, tracking_uri, run_id, splits, staging, targets, progress
-):
+@dataclass(frozen=True)
+class Scoring:
+    """One model's scoring of one dataset: its MLflow run, the splits it ranks, how many targets
+    each must rank, and where the ranks stage before they are committed."""
+
+    dataset: str
+    model: str  # as asked for: a registered name or a module:Class spec
+    conf: ModelsConf
+    run_id: str
+    splits: list[str]
+    staging: str
+    targets: dict[str, int]
+
+
+def _score_in_processes(lake: Lake, scoring: Scoring) -> dict[str, float]:
     """Every split ranked by ``conf.processes`` processes (TorchDistributor), each over every
     N-th user block; their staged parts must hold every target of the split."""
     from intent_spark.train.distributed import run_processes, staged_counts
 
-    cls = resolve(model)
+    spark, root = lake.spark, lake.root
+    dataset, conf, splits, targets = scoring.dataset, scoring.conf, scoring.splits, scoring.targets
+    cls = resolve(scoring.model)
     where = f"{dataset} {cls.name}"
-    progress(f"{where}: scoring in {conf.processes} processes")
+    lake.progress(f"{where}: scoring in {conf.processes} processes")
     job = ScoreJob(
-        model=model,
+        model=scoring.model,
         conf=conf,
-        tracking_uri=tracking_uri,
-        run_id=run_id,
+        tracking_uri=lake.tracking,
+        run_id=scoring.run_id,
         splits=list(splits),
-        catalogue_urls={split: split_files(spark, lake, S.CATALOGUE, dataset, split) for split in splits},
-        event_urls={split: split_files(spark, lake, S.SCORE_EVENTS, dataset, split) for split in splits},
+        catalogue_urls={split: split_files(spark, root, S.CATALOGUE, dataset, split) for split in splits},
+        event_urls={split: split_files(spark, root, S.SCORE_EVENTS, dataset, split) for split in splits},
         texts={
-            split: item_texts(spark, lake, dataset, split) if cls.needs_text else None for split in splits
+            split: item_texts(spark, root, dataset, split) if cls.needs_text else None for split in splits
         },
-        staging=staging,
+        staging=scoring.staging,
         where=where,
     )
-    run_processes(spark, conf.processes, score_process, staging, where, job)
-    counts = staged_counts(staging)
+    run_processes(spark, conf.processes, score_process, scoring.staging, where, job)
+    counts = staged_counts(scoring.staging)
     metrics: dict[str, float] = {"score.processes": float(conf.processes)}
     for split in splits:
         written = sum(c["targets"][split] for c in counts)

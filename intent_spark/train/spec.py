@@ -16,15 +16,12 @@ def train_tasks(run: Run) -> list[Task]:
 
             def work(name: str = name, model: str = model) -> None:
                 train(
-                    run.spark,
-                    run.lake,
+                    run.lake_context(),
                     name,
                     model,
                     conf,
-                    tracking_uri=run.uri,
                     parent_run_id=run.benchmark(),
                     splits=run.splits_of(name),
-                    progress=run.progress,
                 )
 
             def inputs(name: str = name, model: str = model, settings: dict = settings) -> str | None:
@@ -45,16 +42,7 @@ def score_tasks(run: Run) -> list[Task]:
         for model in run.models:
 
             def work(name: str = name, model: str = model) -> None:
-                rows = score(
-                    run.spark,
-                    run.lake,
-                    name,
-                    model,
-                    run.models_conf,
-                    tracking_uri=run.uri,
-                    parent_run_id=run.benchmark(),
-                    progress=run.progress,
-                )
+                rows = score(run.lake_context(), name, model, run.models_conf, parent_run_id=run.benchmark())
                 run.progress(f"{name} {model}: {rows:,} ranks")
 
             def inputs(name: str = name, model: str = model) -> str | None:
@@ -71,15 +59,7 @@ def transfer_tasks(run: Run) -> list[Task]:
     for source, target in run.conf.compare.transfer:
 
         def work(source: str = source, target: str = target) -> None:
-            rows = score_transfer(
-                run.spark,
-                run.lake,
-                source,
-                target,
-                run.models_conf,
-                tracking_uri=run.uri,
-                progress=run.progress,
-            )
+            rows = score_transfer(run.lake_context(), source, target, run.models_conf)
             run.progress(f"{target} sasrec_f@{source}: {rows:,} ranks")
 
         def inputs(source: str = source, target: str = target) -> str | None:

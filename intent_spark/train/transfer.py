@@ -18,8 +18,8 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
-from intent_spark.core.progress import Progress, silent
 from intent_spark.ingest.tokens import MIN_WORD_LENGTH, WORD_SPLIT
+from intent_spark.lake.context import Lake
 from intent_spark.lake.readers import read_catalogue, split_files, user_blocks
 from intent_spark.lake.tables import read_table, source_table, write_dataset
 from intent_spark.lake.tracking import download_artifacts, find_run
@@ -102,17 +102,7 @@ def shared_cutoffs(spark: SparkSession, lake: str, datasets: Iterable[str]) -> l
     return sorted(set.intersection(*sets)) if sets else []
 
 
-def score_transfer(
-    spark: SparkSession,
-    lake: str,
-    source: str,
-    target: str,
-    conf: ModelsConf,
-    *,
-    tracking_uri: str,
-    model: str = "sasrec_f",
-    progress: Progress = silent,
-) -> int:
+def score_transfer(lake: Lake, source: str, target: str, conf: ModelsConf, *, model: str = "sasrec_f") -> int:
     """Rank ``target``'s test targets with ``model`` trained on ``source``'s test split (its
     newest run); write them as ``model@source`` ranks of the target and the token coverage to
     ``transfers``. Returns the ranks written."""
@@ -120,17 +110,16 @@ def score_transfer(
 
     from intent_spark.core.datasets import TRANSFER_MODELS, transfer_model
 
+    spark, root, tracking_uri, progress = lake.spark, lake.root, lake.tracking, lake.progress
     if model not in TRANSFER_MODELS:
         raise IntentError(
             f"{model} cannot transfer: only {', '.join(TRANSFER_MODELS)} scores items it never saw"
         )
     name = transfer_model(model, source)
     run = find_run(tracking_uri, source, model)
-    build_model_inputs(
-        spark, lake, target, context=conf.context, max_tokens=conf.max_tokens, progress=progress
-    )
-    source_arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, source, S.TEST))
-    token_ids = target_token_ids(spark, lake, source, target, conf.max_tokens).cache()
+    build_model_inputs(lake, target, context=conf.context, max_tokens=conf.max_tokens)
+    source_arrays = read_catalogue(split_files(spark, root, S.CATALOGUE, source, S.TEST))
+    token_ids = target_token_ids(spark, root, source, target, conf.max_tokens).cache()
     # One row per target catalogue item (items, not events), as read_catalogue reads it.
     rows = token_ids.select(S.ITEM_INDEX, S.TOKEN_IDS).toPandas().sort_values(S.ITEM_INDEX)
     tokens = np.zeros((len(rows) + 1, conf.max_tokens), dtype=np.int64)
@@ -149,11 +138,11 @@ def score_transfer(
     state["item_tokens"] = network.item_tokens
     network.load_state_dict(state)
     fitted.network = network.to(device).eval()
-    targets = read_table(spark, lake, S.TARGETS, target).where(F.col(S.SPLIT) == S.TEST)
-    staging = f"{lake.rstrip('/')}/_staging/ranks/{target}/{name}"
+    targets = read_table(spark, root, S.TARGETS, target).where(F.col(S.SPLIT) == S.TEST)
+    staging = f"{root.rstrip('/')}/_staging/ranks/{target}/{name}"
     rank_split(
         fitted,
-        user_blocks(split_files(spark, lake, S.SCORE_EVENTS, target, S.TEST)),
+        user_blocks(split_files(spark, root, S.SCORE_EVENTS, target, S.TEST)),
         conf,
         device,
         staged_part(staging, S.TEST),
@@ -161,8 +150,8 @@ def score_transfer(
         lambda line: progress(f"{target} {name}: {line}"),
         where=f"{target} {name}",
     )
-    written = write_ranks(spark, lake, target, name, staging, [S.TEST])
-    shared = shared_cutoffs(spark, lake, (source, target))
+    written = write_ranks(spark, root, target, name, staging, [S.TEST])
+    shared = shared_cutoffs(spark, root, (source, target))
     reached = coverage(targets, token_ids).select(
         F.lit(target).alias(S.DATASET),
         F.lit(source).alias(S.SOURCE),
@@ -172,6 +161,6 @@ def score_transfer(
         "n_with_tokens",
         F.array(*[F.lit(c) for c in shared]).cast("array<timestamp>").alias("shared_cutoffs"),
     )
-    write_dataset(reached, lake, S.TRANSFERS, target, source=source)
+    write_dataset(reached, root, S.TRANSFERS, target, source=source)
     token_ids.unpersist()
     return written

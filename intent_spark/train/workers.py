@@ -32,16 +32,15 @@ from intent_spark.train.registry import resolve
 
 def open_batches(
     urls: list[str],
-    rank: int,
-    processes: int,
+    shard: tuple[int, int],
     batch_size: int,
     shuffle_buffer: int,
     seed: int,
     epochs: int | None,
 ):
-    """The Petastorm reader over this process's shard of one split's training sequences;
-    closing it stops the reader."""
-    return closing(training_batches(urls, batch_size, shuffle_buffer, seed, epochs, shard=(rank, processes)))
+    """The Petastorm reader over this process's shard (rank, processes) of one split's training
+    sequences; closing it stops the reader."""
+    return closing(training_batches(urls, batch_size, shuffle_buffer, seed, epochs, shard=shard))
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ def fit_process(job: FitJob) -> None:
         fitted = build_model(cls, catalogue, job.conf, device)
         seed = job.conf.scoring(cls.name).seed
         training = TrainingData(
-            partial(open_batches, job.sequence_urls, rank, world),
+            partial(open_batches, job.sequence_urls, (rank, world)),
             context=job.conf.context,
             seed=seed,
             device=device,

@@ -1,0 +1,32 @@
+"""A lake as the stages use it, in the manner of ``DeltaTable.forPath``: the Spark session, the
+lake's root, its MLflow store and the progress line, made once at the edge (a command, a job,
+the runner) and passed down instead of four loose arguments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from intent_spark.core.progress import Progress, silent
+
+
+@dataclass(frozen=True)
+class Lake:
+    spark: Any  # pyspark.sql.SparkSession
+    root: str  # a local path or an s3a:// URI
+    tracking_uri: str | None = None  # None: MLFLOW_TRACKING_URI, else SQLite beside a local lake
+    progress: Progress = silent
+
+    @cached_property
+    def tracking(self) -> str:
+        """The MLflow store the stages log to (``tracking.default_tracking_uri``), resolved once."""
+        from intent_spark.lake.tracking import default_tracking_uri
+
+        return default_tracking_uri(self.root, self.tracking_uri)
+
+    def table(self, name: str, dataset: str | None = None) -> Any:
+        """One table of the lake, or one dataset's rows of it (``tables.read_table``)."""
+        from intent_spark.lake.tables import read_table
+
+        return read_table(self.spark, self.root, name, dataset)
