@@ -10,6 +10,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import suppress
+from datetime import datetime
 from functools import cache
 from pathlib import Path
 
@@ -63,7 +64,46 @@ SHARED_FIXTURE_GROUPS = {
 
 
 # Modules whose tests start `intent` in a child process (a JVM of its own) without the session's.
-JVM_IN_CHILD = {"tests/test_cluster.py", "tests/test_faults.py", "tests/test_run_resume.py"}
+# The toy events of split/test_split.py, worked out by hand there and in every test on
+# ``toy_lake``. user, "MM-DD", item  (all at 12:00 UTC in 2024; seq follows this order)
+FIXTURE = """
+u02 01-05 a; u02 01-06 b; u02 01-07 c; u02 02-03 a; u02 03-03 d; u02 04-05 z
+u03 01-05 a; u03 01-06 a; u03 01-07 b; u03 02-03 b; u03 05-03 a
+u04 01-08 b; u04 01-09 c; u04 01-10 d; u04 02-04 a
+u05 01-08 c; u05 01-09 c; u05 01-10 a; u05 05-04 e
+u07 01-11 a; u07 01-12 b; u07 01-13 c; u07 02-05 d
+u08 01-11 d; u08 01-12 a; u08 02-06 b
+u09 01-14 a; u09 01-15 b; u09 02-07 c
+u10 01-16 c; u10 03-04 a
+u11 01-17 a; u11 01-18 b; u11 01-19 c
+u12 01-20 d; u12 03-05 b
+u01 01-10 a; u01 01-20 q
+u06 02-10 c; u06 05-10 y
+"""
+
+
+def toy_event_rows() -> list[tuple]:
+    rows = []
+    for seq, entry in enumerate(e.strip() for e in FIXTURE.replace("\n", ";").split(";") if e.strip()):
+        user, day, item = entry.split()
+        month, dom = map(int, day.split("-"))
+        rows.append(("toy", user, item, datetime(2024, month, dom, 12), seq + 1, "view", None, None))
+    return rows
+
+
+# Every table of the dataset the chain writes, compared row for row with an uninterrupted run.
+CHAIN_TABLES = (
+    "events", "rejects", "items", "users", "ingest_files", "holdout", "splits", "targets",
+    "split_candidates", "split_counts", "checksums", "catalogue", "train_sequences", "score_events",
+    "model_inputs", "ranks", "user_metrics", "metrics", "comparisons",
+)  # fmt: skip
+
+
+JVM_IN_CHILD = {
+    "tests/pipeline/test_cluster.py",
+    "tests/lake/test_faults.py",
+    "tests/pipeline/test_run_resume.py",
+}
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -147,16 +187,14 @@ def split_lake(spark, generated_lake):
 
 @pytest.fixture(scope="session")
 def toy_lake(spark, tmp_path_factory):
-    """The hand-computed toy events of test_split, split with seed 4: ``(lake, outcomes)``."""
-    from test_split import _fixture_rows
-
+    """The hand-computed toy events (``toy_event_rows``), split with seed 4: ``(lake, outcomes)``."""
     from intent_spark.core import schema as S
     from intent_spark.lake.tables import write_dataset
     from intent_spark.split.conf import SplitConf
     from intent_spark.split.stage import run_split
 
     lake = str(tmp_path_factory.mktemp("lake_toy"))
-    events = spark.createDataFrame(_fixture_rows(), S.EVENTS_SCHEMA).repartition(3)  # partition-proof
+    events = spark.createDataFrame(toy_event_rows(), S.EVENTS_SCHEMA).repartition(3)  # partition-proof
     write_dataset(events, lake, S.EVENTS, "toy")
     return lake, run_split(spark, lake, "toy", SplitConf(seed=4))
 

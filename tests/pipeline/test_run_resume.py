@@ -12,11 +12,9 @@ from contextlib import suppress
 from pathlib import Path
 
 import pytest
-from conftest import same_tables, write_run_conf
+from conftest import CHAIN_TABLES, REPO_ROOT, same_tables, write_run_conf
 
 from intent_spark.pipeline.stages import StageFailed, StageLog, fingerprint
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def test_stage_log_skips_unchanged_inputs_and_forgets_a_failed_stage(tmp_path):
@@ -44,15 +42,7 @@ def _run(conf: Path, *extra: str, extra_env: dict[str, str] | None = None, **kwa
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")} | (extra_env or {})
     command = [sys.executable, "-m", "intent_spark.cli", "run", "--conf", str(conf), *extra]
     kwargs.setdefault("stderr", subprocess.PIPE)
-    return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, text=True, **kwargs)
-
-
-# Every table of the dataset the chain writes, compared row for row with an uninterrupted run.
-CHAIN_TABLES = (
-    "events", "rejects", "items", "users", "ingest_files", "holdout", "splits", "targets",
-    "split_candidates", "split_counts", "checksums", "catalogue", "train_sequences", "score_events",
-    "model_inputs", "ranks", "user_metrics", "metrics", "comparisons",
-)  # fmt: skip
+    return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, text=True, **kwargs)
 
 
 @pytest.mark.slow

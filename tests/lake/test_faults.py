@@ -15,13 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import free_port, same_tables, start_mlflow_server, stop_mlflow_server
+from conftest import REPO_ROOT, free_port, same_tables, start_mlflow_server, stop_mlflow_server
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.lake.tables import read_table
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _python(*argv: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
@@ -29,7 +27,7 @@ def _python(*argv: str, env: dict[str, str] | None = None, **kwargs) -> subproce
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")} | (env or {})
     return subprocess.Popen(
         [sys.executable, *argv],
-        cwd=REPO,
+        cwd=REPO_ROOT,
         env=clean,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

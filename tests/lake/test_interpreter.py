@@ -7,12 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import same_tables
+from conftest import REPO_ROOT, same_tables
 
 from intent_spark.core import schema as S
 from intent_spark.lake.tables import write_dataset
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _path_without_python(folder: Path) -> str:
@@ -27,10 +25,10 @@ def _path_without_python(folder: Path) -> str:
 
 
 def test_the_split_runs_with_no_python3_on_path(spark, toy_lake, tmp_path):
-    from test_split import _fixture_rows
+    from conftest import toy_event_rows
 
     lake = str(tmp_path / "lake")
-    events = spark.createDataFrame(_fixture_rows(), S.EVENTS_SCHEMA).repartition(3)
+    events = spark.createDataFrame(toy_event_rows(), S.EVENTS_SCHEMA).repartition(3)
     write_dataset(events, lake, S.EVENTS, "toy")
     path = _path_without_python(tmp_path / "bin")
     assert subprocess.run(["bash", "-c", "command -v python3"], env={"PATH": path}).returncode != 0
@@ -48,7 +46,7 @@ def test_the_split_runs_with_no_python3_on_path(spark, toy_lake, tmp_path):
             "--seed",
             "4",
         ],
-        cwd=REPO,
+        cwd=REPO_ROOT,
         env=env | {"PATH": path},
         capture_output=True,
         text=True,

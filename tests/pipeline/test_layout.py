@@ -7,7 +7,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import REPO_ROOT
+
+ROOT = REPO_ROOT
 PACKAGE = ROOT / "intent_spark"
 # Lowest first: a package may import only packages of a lower rank (and itself). ``models`` (the
 # reference models, top level) sits between ``split`` and ``train``: only ``train`` builds them.

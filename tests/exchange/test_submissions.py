@@ -66,9 +66,9 @@ def exported(spark, exchange_lake, tmp_path_factory):
 
 
 def _toy_events() -> pd.DataFrame:
-    from test_split import _fixture_rows
+    from conftest import toy_event_rows
 
-    rows = _fixture_rows()
+    rows = toy_event_rows()
     return pd.DataFrame(
         {
             "user": [r[1] for r in rows],

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO_ROOT
 
 from intent_spark.core.conf import CONF_DIR
 from intent_spark.core.errors import ConfError
@@ -17,8 +18,6 @@ from intent_spark.core.sources import load_source
 from intent_spark.lake.session import spark_settings
 from intent_spark.split.conf import load_split_conf
 from intent_spark.train.conf import load_models_conf
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _write(path: Path, data: dict) -> Path:
@@ -150,7 +149,7 @@ def test_a_typo_in_a_run_conf_is_one_line_and_runs_nothing(tmp_path):
         [sys.executable, "-m", "intent_spark.cli", "run", "--conf", str(path)],
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=REPO_ROOT,
         timeout=120,
     )
     assert done.returncode == 2
@@ -176,7 +175,7 @@ def test_a_user_mistake_after_spark_started_is_one_line(tmp_path):
         ],
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=REPO_ROOT,
         timeout=300,
     )
     assert done.returncode == 2

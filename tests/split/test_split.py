@@ -24,31 +24,6 @@ from intent_spark.split.cutoff import (
 )
 from intent_spark.split.stage import run_split
 
-# user, "MM-DD", item  (all at 12:00 UTC in 2024; seq follows this order)
-FIXTURE = """
-u02 01-05 a; u02 01-06 b; u02 01-07 c; u02 02-03 a; u02 03-03 d; u02 04-05 z
-u03 01-05 a; u03 01-06 a; u03 01-07 b; u03 02-03 b; u03 05-03 a
-u04 01-08 b; u04 01-09 c; u04 01-10 d; u04 02-04 a
-u05 01-08 c; u05 01-09 c; u05 01-10 a; u05 05-04 e
-u07 01-11 a; u07 01-12 b; u07 01-13 c; u07 02-05 d
-u08 01-11 d; u08 01-12 a; u08 02-06 b
-u09 01-14 a; u09 01-15 b; u09 02-07 c
-u10 01-16 c; u10 03-04 a
-u11 01-17 a; u11 01-18 b; u11 01-19 c
-u12 01-20 d; u12 03-05 b
-u01 01-10 a; u01 01-20 q
-u06 02-10 c; u06 05-10 y
-"""
-
-
-def _fixture_rows() -> list[tuple]:
-    rows = []
-    for seq, entry in enumerate(e.strip() for e in FIXTURE.replace("\n", ";").split(";") if e.strip()):
-        user, day, item = entry.split()
-        month, dom = map(int, day.split("-"))
-        rows.append(("toy", user, item, datetime(2024, month, dom, 12), seq + 1, "view", None, None))
-    return rows
-
 
 def _at(month: int, day: int) -> datetime:
     return datetime(2024, month, day, 12)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
-from conftest import free_port, same_tables
+from conftest import REPO_ROOT, free_port, same_tables
 from pyspark.sql import functions as F
 
 from intent_spark.lake.context import Lake
@@ -193,7 +193,7 @@ def test_the_chain_on_the_store_equals_the_local_chain(endpoint, reference_run, 
     local lake's bytes, and `intent submit` against it scores every test target. The two runs are
     children (the relay is their endpoint); the later commands run in this process, straight
     against the store, on this session."""
-    from test_run_resume import CHAIN_TABLES
+    from conftest import CHAIN_TABLES
 
     from intent_spark.lake.session import store_conf
 
@@ -216,7 +216,7 @@ def test_the_chain_on_the_store_equals_the_local_chain(endpoint, reference_run, 
         started = time.monotonic()
         done = subprocess.run(
             [sys.executable, "-m", "intent_spark.cli", *args],
-            cwd=Path(__file__).resolve().parent.parent,
+            cwd=REPO_ROOT,
             env={**env, "AWS_ENDPOINT_URL": relay.url},
             capture_output=True,
             text=True,
@@ -331,7 +331,7 @@ def _print_checksums_side_by_side(spark, local: str, store: str, tables) -> None
     """bench/lake_checksums.py's sums of both lakes, one line per table and group. ``ingest_files``
     names each lake's own copy of the raw file, and a mean's last bits follow its sum's order, so
     those sums may differ where ``same_tables`` (names, doubles to 1e-12) finds the rows equal."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    sys.path.insert(0, str(REPO_ROOT / "bench"))
     from lake_checksums import checksums
 
     print("\n| table | group | rows | local lake | store lake |\n|---|---|---:|---:|---:|")

@@ -11,9 +11,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from conftest import free_port, start_mlflow_server, stop_mlflow_server
+from conftest import free_port, start_mlflow_server, stop_mlflow_server, toy_event_rows
 from pyspark.sql import functions as F
-from test_split import _fixture_rows
 
 from intent_spark.core import schema as S
 from intent_spark.lake.context import Lake
@@ -45,7 +44,7 @@ def toy(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("models_toy")
     lake = str(root / "lake")
     write_dataset(
-        spark.createDataFrame(_fixture_rows(), S.EVENTS_SCHEMA).repartition(3), lake, S.EVENTS, "toy"
+        spark.createDataFrame(toy_event_rows(), S.EVENTS_SCHEMA).repartition(3), lake, S.EVENTS, "toy"
     )
     items = [("toy", item, None, None, None, tokens) for item, tokens in TOKENS.items()]
     write_dataset(spark.createDataFrame(items, S.ITEMS_SCHEMA), lake, S.ITEMS, "toy")

@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import REPO_ROOT
 
 from intent_spark.generate import SOURCES, GeneratedRelease, generate_release, microlens, rees46
 from intent_spark.generate.world import source_catalogue
 
-REAL_SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "real"
+REAL_SAMPLES = REPO_ROOT.parent / "shared" / "data" / "real"
 SMALL = 2_000
 PATTERN_SIZE = 20_000
 

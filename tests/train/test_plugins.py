@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import REPO_ROOT
 from pyspark.sql import functions as F
 
 from intent_spark.cli import main
@@ -459,7 +460,7 @@ def test_an_unknown_model_on_the_command_line_lists_the_registered_ones(toy, cap
 
 # --- the example plug-in, installed as a user would ---
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "cooccurrence"
+EXAMPLE = REPO_ROOT / "examples" / "cooccurrence"
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+from conftest import toy_event_rows
 from pyspark.sql import functions as F
-from test_split import _fixture_rows
 
 from intent_spark.checks.verify import lake_datasets, verify_dataset
 from intent_spark.core import schema as S
@@ -25,13 +25,13 @@ LAST_EVENTS = {
 
 
 def _events(spark):
-    return spark.createDataFrame(_fixture_rows(), S.EVENTS_SCHEMA).repartition(3)
+    return spark.createDataFrame(toy_event_rows(), S.EVENTS_SCHEMA).repartition(3)
 
 
 def test_leave_last_out_holds_out_each_users_last_event(spark):
     training, targets = leave_last_out(_events(spark))
     assert {(r.user_id, r.ts.month, r.ts.day, r.item_id) for r in targets.collect()} == LAST_EVENTS
-    assert training.count() + targets.count() == len(_fixture_rows()) == 40
+    assert training.count() + targets.count() == len(toy_event_rows()) == 40
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pyspark
 import pytest
-from conftest import free_port, same_tables, write_run_conf
+from conftest import REPO_ROOT, free_port, same_tables, write_run_conf
 
 from intent_spark.core import schema as S
 from intent_spark.lake.context import Lake
@@ -24,7 +24,6 @@ from intent_spark.lake.session import delta_jars
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parent.parent
 SPARK_HOME = Path(pyspark.__file__).parent
 DATASET = "hm"
 QUICK_JVM = "-Duser.timezone=UTC -XX:TieredStopAtLevel=1"
@@ -121,10 +120,10 @@ def _submit(master: str, stage: str, *args: str) -> subprocess.Popen:
         "--conf", f"spark.executor.extraJavaOptions={QUICK_JVM}",
         # a killed executor's tasks are retried on the other one, or on its replacement
         "--conf", "spark.task.maxFailures=4",
-        str(REPO / "jobs" / f"{stage}.py"), *args,
+        str(REPO_ROOT / "jobs" / f"{stage}.py"), *args,
     ]  # fmt: skip
     process = subprocess.Popen(
-        command, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command, cwd=REPO_ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     process.started = time.monotonic()
     return process

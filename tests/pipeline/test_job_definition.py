@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO_ROOT
 
 from intent_spark.cli import build_parser
 from intent_spark.generate import SOURCES
 from intent_spark.pipeline.graph import STAGES, scheduled_dependencies
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 SCHEDULED = [stage.name for stage in STAGES if stage.scheduled]
 # synthetic data, the laptop chain, and the commands for models outside the benchmark's process
 LOCAL_ONLY = {"generate", "run", "export", "submit"}
