@@ -9,6 +9,8 @@ from intent_spark.core.datasets import parse_dataset
 from intent_spark.core.errors import IntentError
 from intent_spark.core.sources import SourceConf
 from intent_spark.core.stage import DATASET, Run, Stage, Task, chain
+from intent_spark.ingest.spec import INGEST
+from intent_spark.split.spec import SPLIT
 
 
 def audit_tasks(run: Run) -> list[Task]:
@@ -25,9 +27,9 @@ def audit_tasks(run: Run) -> list[Task]:
             run.progress(f"{name}: {audit_verdict(write_audit(run.spark, run.lake, name, conf, floor))}")
 
         def inputs(name: str = entry.name) -> str | None:
-            return chain("audit", run.inputs_of("ingest", name), floor)
+            return chain(AUDIT.name, run.inputs_of(INGEST.name, name), floor)
 
-        tasks.append(Task("audit", entry.name, work, inputs, upstream=f"ingest of {entry.name}"))
+        tasks.append(Task(AUDIT.name, entry.name, work, inputs, upstream=f"{INGEST.name} of {entry.name}"))
     return tasks
 
 
@@ -45,11 +47,11 @@ def verify_tasks(run: Run) -> list[Task]:
     names = [*run.conf.names, *(v for v in run.variants() if not parse_dataset(v).protocol)]
     return [
         Task(
-            "verify",
+            VERIFY.name,
             n,
             partial(_verify, run, n),
-            partial(run.inputs_of, "split", n),
-            upstream=f"split of {n}",
+            partial(run.inputs_of, SPLIT.name, n),
+            upstream=f"{SPLIT.name} of {n}",
         )
         for n in names
     ]

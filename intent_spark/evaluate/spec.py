@@ -7,6 +7,8 @@ from functools import partial
 
 from intent_spark.core.datasets import parse_dataset
 from intent_spark.core.stage import DATASET, Run, Stage, Task, chain, fingerprint
+from intent_spark.split.spec import SPLIT
+from intent_spark.train.spec import TRAIN, TRANSFER
 
 
 def _write_leaks(run: Run, name: str) -> None:
@@ -19,11 +21,11 @@ def leaks_tasks(run: Run) -> list[Task]:
     names = [*run.conf.compare.datasets, *(v for v in run.variants() if parse_dataset(v).protocol)]
     return [
         Task(
-            "leaks",
+            LEAKS.name,
             n,
             partial(_write_leaks, run, n),
-            partial(run.inputs_of, "split", n),
-            upstream=f"split of {n}",
+            partial(run.inputs_of, SPLIT.name, n),
+            upstream=f"{SPLIT.name} of {n}",
         )
         for n in names
     ]
@@ -40,13 +42,15 @@ def evaluate_tasks(run: Run) -> list[Task]:
             evaluate(run.lake_context(), name, floor_users=floor, correction=run.conf.correction)
 
         def inputs(name: str = name, floor: int = floor) -> str | None:
-            trained = {m: run.inputs_of("train", name, m) for m in run.models}
-            transfers = [run.inputs_of("transfer", t, s) for s, t in run.conf.compare.transfer if t == name]
+            trained = {m: run.inputs_of(TRAIN.name, name, m) for m in run.models}
+            transfers = [
+                run.inputs_of(TRANSFER.name, t, s) for s, t in run.conf.compare.transfer if t == name
+            ]
             if None in trained.values() or None in transfers:
                 return None
-            return fingerprint("evaluate", trained, transfers, floor, run.conf.correction)
+            return fingerprint(EVALUATE.name, trained, transfers, floor, run.conf.correction)
 
-        tasks.append(Task("evaluate", name, work, inputs, upstream=f"training on {name}"))
+        tasks.append(Task(EVALUATE.name, name, work, inputs, upstream=f"training on {name}"))
     return tasks
 
 
@@ -63,10 +67,10 @@ def agreement_tasks(run: Run) -> list[Task]:
             write_agreement(run.spark, run.lake, name, compare.protocols, replicates=compare.replicates)
 
         def inputs(name: str = name) -> str | None:
-            evaluated = [run.inputs_of("evaluate", d) for d in [name, *compare.protocol_variants(name)]]
-            return chain("agreement", *evaluated, compare.replicates)
+            evaluated = [run.inputs_of(EVALUATE.name, d) for d in [name, *compare.protocol_variants(name)]]
+            return chain(AGREEMENT.name, *evaluated, compare.replicates)
 
-        tasks.append(Task("agreement", name, work, inputs, upstream=f"evaluate of {name}"))
+        tasks.append(Task(AGREEMENT.name, name, work, inputs, upstream=f"{EVALUATE.name} of {name}"))
     return tasks
 
 
@@ -84,10 +88,10 @@ def backtest_tasks(run: Run) -> list[Task]:
             run.progress(f"{name}: backtest over {backtest.origins} origins in {path}")
 
         def inputs(name: str = name) -> str | None:
-            evaluated = [run.inputs_of("evaluate", d) for d in [*backtest.variants(name), name]]
-            return chain("backtest", *evaluated, backtest.origins, backtest.replicates)
+            evaluated = [run.inputs_of(EVALUATE.name, d) for d in [*backtest.variants(name), name]]
+            return chain(BACKTEST.name, *evaluated, backtest.origins, backtest.replicates)
 
-        tasks.append(Task("backtest", name, work, inputs, upstream=f"evaluate of {name}"))
+        tasks.append(Task(BACKTEST.name, name, work, inputs, upstream=f"{EVALUATE.name} of {name}"))
     return tasks
 
 

@@ -27,9 +27,9 @@ def generate_tasks(run: Run) -> list[Task]:
         def inputs(entry: DatasetEntry = entry, folder: str = folder) -> str:
             if not raw_listing(folder):
                 run.forget(entry.name, "generate")  # the files went: make them again
-            return fingerprint("generate", entry.source_name, entry.events, run.conf.seed)
+            return fingerprint(GENERATE.name, entry.source_name, entry.events, run.conf.seed)
 
-        tasks.append(Task("generate", entry.name, work, inputs))
+        tasks.append(Task(GENERATE.name, entry.name, work, inputs))
     return tasks
 
 

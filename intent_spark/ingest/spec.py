@@ -27,9 +27,9 @@ def ingest_tasks(run: Run) -> list[Task]:
         def inputs(name: str = entry.name, conf: SourceConf = conf, folder: str = folder) -> str | None:
             if ("generate", name, None) in run.planned_runs:
                 return None  # the release is written first; its files' times are not known yet
-            return fingerprint("ingest", raw_listing(folder), repr(conf))
+            return fingerprint(INGEST.name, raw_listing(folder), repr(conf))
 
-        tasks.append(Task("ingest", entry.name, work, inputs, upstream=f"generate of {entry.name}"))
+        tasks.append(Task(INGEST.name, entry.name, work, inputs, upstream=f"generate of {entry.name}"))
     return tasks
 
 

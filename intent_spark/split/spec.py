@@ -7,6 +7,7 @@ from functools import partial
 
 from intent_spark.core.datasets import parse_dataset
 from intent_spark.core.stage import DATASET, Run, Stage, Task, chain
+from intent_spark.ingest.spec import INGEST
 from intent_spark.split.conf import SplitConf
 
 
@@ -22,9 +23,9 @@ def split_tasks(run: Run) -> list[Task]:
             run_split(run.spark, run.lake, name, conf, progress=run.progress, report=run.split_report(name))
 
         def inputs(name: str = entry.name, conf: SplitConf = conf) -> str | None:
-            return chain("split", run.inputs_of("ingest", name), repr(conf))
+            return chain(SPLIT.name, run.inputs_of(INGEST.name, name), repr(conf))
 
-        tasks.append(Task("split", entry.name, work, inputs, upstream=f"ingest of {entry.name}"))
+        tasks.append(Task(SPLIT.name, entry.name, work, inputs, upstream=f"{INGEST.name} of {entry.name}"))
     compare = run.conf.compare
     for name in compare.datasets:
         conf = run.split_conf(name)
@@ -37,9 +38,11 @@ def split_tasks(run: Run) -> list[Task]:
             def protocol_inputs(
                 name: str = name, variant: str = variant, per_period: int = per_period
             ) -> str | None:
-                return chain("protocol", run.inputs_of("split", name), variant, per_period)
+                return chain("protocol", run.inputs_of(SPLIT.name, name), variant, per_period)
 
-            tasks.append(Task("split", variant, protocol_work, protocol_inputs, upstream=f"split of {name}"))
+            tasks.append(
+                Task(SPLIT.name, variant, protocol_work, protocol_inputs, upstream=f"{SPLIT.name} of {name}")
+            )
         for variant in compare.seed_variants(name):
             seeded = run.split_conf(name, {"seed": parse_dataset(variant).seed})
 
@@ -47,9 +50,11 @@ def split_tasks(run: Run) -> list[Task]:
                 run_split(run.spark, run.lake, variant, seeded, progress=run.progress)
 
             def seed_inputs(name: str = name, seeded: SplitConf = seeded) -> str | None:
-                return chain("seed", run.inputs_of("split", name), repr(seeded))
+                return chain("seed", run.inputs_of(SPLIT.name, name), repr(seeded))
 
-            tasks.append(Task("split", variant, seed_work, seed_inputs, upstream=f"split of {name}"))
+            tasks.append(
+                Task(SPLIT.name, variant, seed_work, seed_inputs, upstream=f"{SPLIT.name} of {name}")
+            )
     backtest = run.conf.backtest
     for name in run.conf.backtested:
         assert backtest is not None
@@ -63,9 +68,11 @@ def split_tasks(run: Run) -> list[Task]:
             def origin_inputs(
                 name: str = name, variant: str = variant, ruled: SplitConf = ruled
             ) -> str | None:
-                return chain("origin", run.inputs_of("ingest", name), variant, repr(ruled))
+                return chain("origin", run.inputs_of(INGEST.name, name), variant, repr(ruled))
 
-            tasks.append(Task("split", variant, origin_work, origin_inputs, upstream=f"ingest of {name}"))
+            tasks.append(
+                Task(SPLIT.name, variant, origin_work, origin_inputs, upstream=f"{INGEST.name} of {name}")
+            )
     return tasks
 
 
@@ -78,11 +85,11 @@ def _write_sensitivity(run: Run, name: str) -> None:
 def sensitivity_tasks(run: Run) -> list[Task]:
     return [
         Task(
-            "sensitivity",
+            SENSITIVITY.name,
             n,
             partial(_write_sensitivity, run, n),
-            partial(run.inputs_of, "split", n),
-            upstream=f"split of {n}",
+            partial(run.inputs_of, SPLIT.name, n),
+            upstream=f"{SPLIT.name} of {n}",
         )
         for n in run.conf.compare.datasets
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from intent_spark.core.stage import DATASET_MODEL, TRANSFER_PAIR, Run, Stage, Task, chain, fingerprint
+from intent_spark.split.spec import SPLIT
 
 
 def train_tasks(run: Run) -> list[Task]:
@@ -25,12 +26,12 @@ def train_tasks(run: Run) -> list[Task]:
                 )
 
             def inputs(name: str = name, model: str = model, settings: dict = settings) -> str | None:
-                split = run.inputs_of("split", name)
+                split = run.inputs_of(SPLIT.name, name)
                 if split is None:
                     return None
-                return fingerprint("train", split, model, conf.context, conf.max_tokens, settings)
+                return fingerprint(TRAIN.name, split, model, conf.context, conf.max_tokens, settings)
 
-            tasks.append(Task("train", name, work, inputs, model, upstream=f"split of {name}"))
+            tasks.append(Task(TRAIN.name, name, work, inputs, model, upstream=f"{SPLIT.name} of {name}"))
     return tasks
 
 
@@ -46,9 +47,11 @@ def score_tasks(run: Run) -> list[Task]:
                 run.progress(f"{name} {model}: {rows:,} ranks")
 
             def inputs(name: str = name, model: str = model) -> str | None:
-                return run.inputs_of("train", name, model)
+                return run.inputs_of(TRAIN.name, name, model)
 
-            tasks.append(Task("score", name, work, inputs, model, upstream=f"train {model} of {name}"))
+            tasks.append(
+                Task(SCORE.name, name, work, inputs, model, upstream=f"{TRAIN.name} {model} of {name}")
+            )
     return tasks
 
 
@@ -64,11 +67,15 @@ def transfer_tasks(run: Run) -> list[Task]:
 
         def inputs(source: str = source, target: str = target) -> str | None:
             return chain(
-                "transfer", run.inputs_of("train", source, "sasrec_f"), run.inputs_of("split", target)
+                TRANSFER.name,
+                run.inputs_of(TRAIN.name, source, "sasrec_f"),
+                run.inputs_of(SPLIT.name, target),
             )
 
         label = f"transfer sasrec_f from {source}"
-        tasks.append(Task("transfer", target, work, inputs, source, label, f"train sasrec_f of {source}"))
+        tasks.append(
+            Task(TRANSFER.name, target, work, inputs, source, label, f"{TRAIN.name} sasrec_f of {source}")
+        )
     return tasks
 
 
