@@ -485,7 +485,8 @@ def installed_example(tmp_path_factory):
 
 
 def test_the_example_plugin_runs_by_name_through_every_stage(spark, installed_example, toy, tmp_path):
-    """``intent run`` with it beside popularity on a generated source, then ``intent train``,
+    """``intent run`` with it beside popularity and a plug-in written from the docs alone
+    (``docs_plugin.py``, by ``module:Class``) on a generated source, then ``intent train``,
     ``score`` and ``evaluate`` by name on the toy lake."""
     assert registry.registered()["cooccurrence"].origin == "entry point of intent-cooccurrence"
     conf = tmp_path / "run.yaml"
@@ -496,16 +497,18 @@ def test_the_example_plugin_runs_by_name_through_every_stage(spark, installed_ex
             seed: 3
             datasets:
               - {{name: hm, events: 3000}}
-            models: [popularity, cooccurrence]
+            models: [popularity, cooccurrence, "docs_plugin:ContextBag"]
             """
         )
     )
     assert main(["run", "--conf", str(conf)]) == 0
     lake = str(tmp_path / "work" / "lake")
-    ranked = read_table(spark, lake, S.RANKS, "hm").where(F.col(S.MODEL) == "cooccurrence").count()
-    assert ranked == read_table(spark, lake, S.TARGETS, "hm").count() > 0
+    targets = read_table(spark, lake, S.TARGETS, "hm").count()
+    for model in ("cooccurrence", "context_bag"):
+        ranked = read_table(spark, lake, S.RANKS, "hm").where(F.col(S.MODEL) == model).count()
+        assert ranked == targets > 0, model
     report = (tmp_path / "work" / "report" / "report.md").read_text()
-    assert "cooccurrence" in report and "popularity" in report
+    assert "cooccurrence" in report and "popularity" in report and "context_bag" in report
 
     toy_lake, _ = toy
     assert main(_cli("train", toy, "cooccurrence")) == 0
