@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from intent_spark.core.errors import PluginError
+from intent_spark.lake.context import Lake
 
 
 def plugin_sources(cls: type) -> list[str]:
@@ -97,13 +98,13 @@ Stage = TypeVar("Stage", bound=Callable[..., Any])
 
 
 def saves_tracebacks(stage: Stage) -> Stage:
-    """A stage ``stage(spark, lake, dataset, ...)`` whose plug-in exceptions are saved beside
-    the dataset's stage log (``tracebacks_saved``)."""
+    """A stage ``stage(lake, dataset, ...)`` (``lake`` a ``lake.context.Lake``) whose plug-in
+    exceptions are saved beside the dataset's stage log (``tracebacks_saved``)."""
 
     @functools.wraps(stage)
-    def wrapper(spark: Any, lake: str, dataset: str, *args: Any, **kwargs: Any) -> Any:
-        with tracebacks_saved(lake, dataset):
-            return stage(spark, lake, dataset, *args, **kwargs)
+    def wrapper(lake: Lake, dataset: str, *args: Any, **kwargs: Any) -> Any:
+        with tracebacks_saved(lake.root, dataset):
+            return stage(lake, dataset, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 

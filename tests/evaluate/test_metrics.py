@@ -11,7 +11,6 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.evaluate.metrics import KS, METRICS, cell_metrics, metric_column, mlflow_name, user_metrics
-from intent_spark.lake.context import Lake
 from intent_spark.train.rank_rule import tie_aware_rank
 
 RANK_COLUMNS = [S.DATASET, S.SPLIT, S.CELL, S.MODEL, S.USER_ID, S.SEQ, S.RANK, S.TIED]
@@ -65,7 +64,7 @@ def test_metrics_agree_with_ranx_on_random_rankings(spark):
     names = {"ndcg": "ndcg", "hr": "hit_rate", "recall": "recall", "precision": "precision", "mrr": "mrr"}
     wanted = [f"{names[m]}@{k}" for m in METRICS for k in KS]
     reference = ranx.evaluate(
-        Lake(ranx.Qrels(qrels), ranx.Run(run)), wanted, return_mean=False, make_comparable=True
+        ranx.Qrels(qrels), ranx.Run(run), wanted, return_mean=False, make_comparable=True
     )
     for metric in METRICS:
         for k in KS:
