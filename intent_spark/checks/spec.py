@@ -3,12 +3,10 @@ checksums: a failure stops the run)."""
 
 from __future__ import annotations
 
-from functools import partial
-
 from intent_spark.core.datasets import parse_dataset
 from intent_spark.core.errors import IntentError
 from intent_spark.core.sources import SourceConf
-from intent_spark.core.stage import DATASET, Run, Stage, Task, chain
+from intent_spark.core.stage import DATASET, Run, Stage, Task, chain, reading_after
 from intent_spark.ingest.spec import INGEST
 from intent_spark.split.spec import SPLIT
 
@@ -45,16 +43,7 @@ def _verify(run: Run, name: str) -> None:
 def verify_tasks(run: Run) -> list[Task]:
     # A protocol variant fails the leak check by design: its leak is reported, not refused.
     names = [*run.conf.names, *(v for v in run.variants() if not parse_dataset(v).protocol)]
-    return [
-        Task(
-            VERIFY.name,
-            n,
-            partial(_verify, run, n),
-            partial(run.inputs_of, SPLIT.name, n),
-            upstream=f"{SPLIT.name} of {n}",
-        )
-        for n in names
-    ]
+    return reading_after(run, VERIFY.name, SPLIT.name, names, _verify)
 
 
 AUDIT = Stage(

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 DATASET = "dataset"  # once per dataset of the run (and per variant, where the stage applies)
@@ -112,6 +113,23 @@ class Run(Protocol):
     def publish_report(self, page: Any) -> None:
         """The report's page, named at the end of the run."""
         ...
+
+
+def reading_after(
+    run: Run, stage: str, upstream: str, names: Iterable[str], work: Callable[[Run, str], None]
+) -> list[Task]:
+    """A ``stage`` task per dataset of ``names`` that reads what ``upstream`` wrote for it and
+    has the same inputs: its outputs change only when ``upstream``'s do."""
+    return [
+        Task(
+            stage,
+            n,
+            partial(work, run, n),
+            partial(run.inputs_of, upstream, n),
+            upstream=f"{upstream} of {n}",
+        )
+        for n in names
+    ]
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,8 @@ read its outputs or the split's: leaks, protocol agreement and backtest."""
 
 from __future__ import annotations
 
-from functools import partial
-
 from intent_spark.core.datasets import parse_dataset
-from intent_spark.core.stage import DATASET, Run, Stage, Task, chain, fingerprint
+from intent_spark.core.stage import DATASET, Run, Stage, Task, chain, fingerprint, reading_after
 from intent_spark.split.spec import SPLIT
 from intent_spark.train.spec import TRAIN, TRANSFER
 
@@ -19,16 +17,7 @@ def _write_leaks(run: Run, name: str) -> None:
 
 def leaks_tasks(run: Run) -> list[Task]:
     names = [*run.conf.compare.datasets, *(v for v in run.variants() if parse_dataset(v).protocol)]
-    return [
-        Task(
-            LEAKS.name,
-            n,
-            partial(_write_leaks, run, n),
-            partial(run.inputs_of, SPLIT.name, n),
-            upstream=f"{SPLIT.name} of {n}",
-        )
-        for n in names
-    ]
+    return reading_after(run, LEAKS.name, SPLIT.name, names, _write_leaks)
 
 
 def evaluate_tasks(run: Run) -> list[Task]:

@@ -3,10 +3,8 @@ and the cutoff sensitivity stage."""
 
 from __future__ import annotations
 
-from functools import partial
-
 from intent_spark.core.datasets import parse_dataset
-from intent_spark.core.stage import DATASET, Run, Stage, Task, chain
+from intent_spark.core.stage import DATASET, Run, Stage, Task, chain, reading_after
 from intent_spark.ingest.spec import INGEST
 from intent_spark.split.conf import SplitConf
 
@@ -83,16 +81,7 @@ def _write_sensitivity(run: Run, name: str) -> None:
 
 
 def sensitivity_tasks(run: Run) -> list[Task]:
-    return [
-        Task(
-            SENSITIVITY.name,
-            n,
-            partial(_write_sensitivity, run, n),
-            partial(run.inputs_of, SPLIT.name, n),
-            upstream=f"{SPLIT.name} of {n}",
-        )
-        for n in run.conf.compare.datasets
-    ]
+    return reading_after(run, SENSITIVITY.name, SPLIT.name, run.conf.compare.datasets, _write_sensitivity)
 
 
 SPLIT = Stage(
