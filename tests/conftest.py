@@ -63,7 +63,6 @@ SHARED_FIXTURE_GROUPS = {
 }
 
 
-# Modules whose tests start `intent` in a child process (a JVM of its own) without the session's.
 # The toy events of split/test_split.py, worked out by hand there and in every test on
 # ``toy_lake``. user, "MM-DD", item  (all at 12:00 UTC in 2024; seq follows this order)
 FIXTURE = """
@@ -99,6 +98,7 @@ CHAIN_TABLES = (
 )  # fmt: skip
 
 
+# Modules whose tests start `intent` in a child process (a JVM of its own) without the session's.
 JVM_IN_CHILD = {
     "tests/pipeline/test_cluster.py",
     "tests/lake/test_faults.py",
