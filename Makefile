@@ -51,7 +51,7 @@ test: setup ## run the test suite (all but gpu-marked tests)
 test-cluster: setup ## spark-submit chain on a local standalone cluster, with a killed executor (about 11 min)
 	$(PY) -m pytest -m cluster tests/pipeline/test_cluster.py
 
-test-fast: setup ## the inner loop: every test that needs no JVM (no Spark), about 30 seconds
+test-fast: setup ## the inner loop: every test that needs no JVM (no Spark), about 40 seconds
 	$(PY) -m pytest -m 'not jvm and not gpu and not cluster'
 
 lint: setup ## ruff (check and format) on the code, tests and benchmarks; mypy on intent_spark and models
