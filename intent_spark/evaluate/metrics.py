@@ -131,6 +131,7 @@ def evaluate(
     cell metrics to its MLflow training run. Returns the number of metric rows."""
     from intent_spark.lake.progress import spark_progress
 
+    # the store given, not the default: a lake context without one logs no cell metrics
     spark, tracking_uri, progress = lake.spark, lake.tracking_uri, lake.progress
     with spark_progress(spark, progress, f"{dataset} evaluate"):
         rows = _metric_tables(lake, dataset, floor_users, bootstrap, correction)

@@ -24,9 +24,3 @@ class Lake:
         from intent_spark.lake.tracking import default_tracking_uri
 
         return default_tracking_uri(self.root, self.tracking_uri)
-
-    def table(self, name: str, dataset: str | None = None) -> Any:
-        """One table of the lake, or one dataset's rows of it (``tables.read_table``)."""
-        from intent_spark.lake.tables import read_table
-
-        return read_table(self.spark, self.root, name, dataset)

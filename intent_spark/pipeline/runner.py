@@ -80,6 +80,7 @@ class Runner:
         self.seconds: dict[str, float] = {}  # stage -> seconds its tasks ran in this run
         self._spark: Any = None
         self._uri: str | None = None
+        self._lake: Lake | None = None
 
     # --- services ---
     @property
@@ -100,7 +101,10 @@ class Runner:
         return self._uri
 
     def lake_context(self) -> Lake:
-        return Lake(self.spark, self.lake, self.uri, self.progress)
+        """One for the whole run: its MLflow store is resolved once, not per task."""
+        if self._lake is None:
+            self._lake = Lake(self.spark, self.lake, self.uri, self.progress)
+        return self._lake
 
     def log(self, dataset: str) -> StageLog:
         if dataset not in self.logs:
