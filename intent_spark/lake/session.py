@@ -98,7 +98,7 @@ def _quiet_java_options(current: str) -> str:
     return f"{current} -Dlog4j2.configurationFile={conf.as_uri()}".strip()
 
 
-def _with_class_archive(current: str) -> str:
+def with_class_archive(current: str) -> str:
     """The driver's Java options reading ``CLASS_ARCHIVE`` where it exists and the options do not
     already name an archive; ``-Xshare:auto`` starts without it if this JDK cannot map it."""
     if not CLASS_ARCHIVE.is_file() or "ArchiveClassesAtExit" in current or "SharedArchiveFile" in current:
@@ -272,7 +272,7 @@ def build_session(
     if not submitted:
         _workers_on_this_interpreter(conf)
     if not submitted:
-        conf["spark.driver.extraJavaOptions"] = _with_class_archive(
+        conf["spark.driver.extraJavaOptions"] = with_class_archive(
             conf.get("spark.driver.extraJavaOptions", "")
         )
     quiet = not submitted and os.environ.get(VERBOSE_ENV) != "1"

@@ -20,13 +20,15 @@ from conftest import REPO_ROOT, free_port, same_tables, write_run_conf
 
 from intent_spark.core import schema as S
 from intent_spark.lake.context import Lake
-from intent_spark.lake.session import delta_jars
+from intent_spark.lake.session import delta_jars, with_class_archive
 
 pytestmark = pytest.mark.slow
 
 SPARK_HOME = Path(pyspark.__file__).parent
 DATASET = "hm"
-QUICK_JVM = "-Duser.timezone=UTC -XX:TieredStopAtLevel=1"
+# short-lived JVMs on two shared cores: the quick compiler, and the driver's class archive where
+# `make class-archive` built it (the same JDK and Spark jars: drivers, executors and daemons)
+QUICK_JVM = with_class_archive("-Duser.timezone=UTC -XX:TieredStopAtLevel=1")
 TABLES = [S.EVENTS, S.HOLDOUT, S.SPLITS, S.TARGETS, S.CHECKSUMS, S.RANKS, S.METRICS_TABLE]
 
 
@@ -37,6 +39,7 @@ def _env() -> dict[str, str]:
         SPARK_LOCAL_IP="127.0.0.1",
         PYSPARK_PYTHON=sys.executable,
         PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_DAEMON_JAVA_OPTS=QUICK_JVM,
     )
     return env
 
@@ -115,7 +118,6 @@ def _submit(master: str, stage: str, *args: str) -> subprocess.Popen:
         "--jars", ",".join(delta_jars()),
         "--conf", "spark.executor.memory=700m", "--conf", "spark.driver.memory=1g",
         "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.databricks.delta.snapshotPartitions=2",
-        # short-lived JVMs on two shared cores: the quick compiler is enough
         "--conf", f"spark.driver.extraJavaOptions={QUICK_JVM}",
         "--conf", f"spark.executor.extraJavaOptions={QUICK_JVM}",
         # a killed executor's tasks are retried on the other one, or on its replacement
