@@ -48,7 +48,7 @@ def test_tau_b_is_nan_when_undefined():
     assert math.isnan(kendall_tau_b([1], [2]))
     assert math.isnan(kendall_tau_b([], []))
     assert math.isnan(kendall_tau_b([1, 2], [1, math.nan]))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="needs equal lengths, got 2 and 3"):
         kendall_tau_b([1, 2], [1, 2, 3])
 
 
@@ -126,9 +126,9 @@ def test_agreement_is_deterministic(agreement):
 
 def test_agreement_checks_its_arguments(spark):
     users = _users(spark)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="needs at least one pair of settings"):
         protocol_agreement(users, [])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="replicates must be at least 1, got 0"):
         protocol_agreement(users, [("intent", "llo")], replicates=0)
     with pytest.raises(ValueError, match="horizon"):
         protocol_agreement(users, [("intent", "horizon")], replicates=5)
