@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 
 import torch
 
@@ -74,7 +77,26 @@ class _Loss(torch.nn.Module):
         return self._loss(rows)
 
 
-DATA_PARALLEL_LOOPS = [0]  # train_steps loops run in a process group (checked after a distributed fit)
+@dataclass
+class DataParallelLoops:
+    """How many ``train_steps`` loops ran with their gradients averaged over a process group."""
+
+    count: int = 0
+
+
+_COUNTING: ContextVar[DataParallelLoops | None] = ContextVar("data_parallel_loops", default=None)
+
+
+@contextmanager
+def counting_data_parallel_loops() -> Iterator[DataParallelLoops]:
+    """Count the averaged loops of one distributed fit (its worker then knows whether the model
+    trained through ``train_steps`` or through a loop of its own, whose gradients no one averages)."""
+    loops = DataParallelLoops()
+    token = _COUNTING.set(loops)
+    try:
+        yield loops
+    finally:
+        _COUNTING.reset(token)
 
 
 def _data_parallel(
@@ -86,6 +108,8 @@ def _data_parallel(
         return loss
     from torch.nn.parallel import DistributedDataParallel
 
-    DATA_PARALLEL_LOOPS[0] += 1
+    counting = _COUNTING.get()
+    if counting is not None:
+        counting.count += 1
     # find_unused_parameters: a model may leave some weights out of a step's loss
     return DistributedDataParallel(_Loss(module, loss), find_unused_parameters=True)

@@ -62,7 +62,7 @@ def fit_process(job: FitJob) -> None:
     import torch
     import torch.distributed as dist
 
-    from intent_spark.plugin import training as loop
+    from intent_spark.plugin.training import counting_data_parallel_loops
 
     rank, world = process_rank()
     device = process_device()
@@ -84,9 +84,9 @@ def fit_process(job: FitJob) -> None:
             world_size=world,
         )
         torch.manual_seed(seed)
-        loops = loop.DATA_PARALLEL_LOOPS[0]
-        stats = plugin_call(job.where, "fit", fitted.fit, training) or {}
-        if loop.DATA_PARALLEL_LOOPS[0] == loops:
+        with counting_data_parallel_loops() as loops:
+            stats = plugin_call(job.where, "fit", fitted.fit, training) or {}
+        if loops.count == 0:
             raise IntentError(
                 f"model {cls.name!r} trains with its own loop, not intent_spark.plugin.train_steps, so its "
                 "gradients would not be averaged over processes; train it with --processes 1"
