@@ -7,7 +7,8 @@ a checksum file ``N.crc`` without its ``N.json``, and the table would silently r
 older version. ``table_faults`` compares the log with one listing of the table's folder (no
 data file is opened); ``read_table`` refuses a damaged table with the first fault, and
 ``intent verify`` prints them all. A table's check is kept for its version, so a stage that
-reads it many times pays once.
+reads it many times pays once, and a version this process committed on a table it created or
+had found whole is whole without a check (``note_own_commit``).
 """
 
 from __future__ import annotations
@@ -91,10 +92,23 @@ def snapshot_files(spark: SparkSession, path: str) -> tuple[int, DataFrame]:
     return int(snapshot.version()), DataFrame(snapshot.allFiles().toDF(), spark).select("path", "size")
 
 
+def _table_root(path: str) -> tuple[pafs.FileSystem, str]:
+    system, root = filesystem(path if "://" in path else str(Path(path).resolve()))
+    return system, root.rstrip("/")
+
+
+def note_own_commit(path: str, version: int) -> None:
+    """This process just committed ``version`` of the table at ``path``, on a table it created
+    (version 0) or had found whole at the version before: the new version is whole too (its new
+    files are the ones just written), so its next read needs no listing and no Spark job."""
+    _, root = _table_root(path)
+    if version == 0 or (root, version - 1) in _whole:
+        _whole.add((root, version))
+
+
 def table_faults(spark: SparkSession, path: str) -> list[str]:
     """Every fault of the Delta table at ``path``, one line each (empty: whole)."""
-    system, root = filesystem(path if "://" in path else str(Path(path).resolve()))
-    root = root.rstrip("/")
+    system, root = _table_root(path)
     commits, sums, checkpoints = log_versions(_list(system, f"{root}/{LOG}", recursive=False))
     faults = log_faults(commits, sums, checkpoints)
     if faults or not commits or (root, max(commits)) in _whole:

@@ -17,7 +17,7 @@ from intent_spark.core import schema as S
 from intent_spark.core.datasets import parse_dataset
 from intent_spark.core.errors import IntentError
 from intent_spark.lake.files import filesystem
-from intent_spark.lake.integrity import LOG, check_table, log_versions
+from intent_spark.lake.integrity import LOG, check_table, log_versions, note_own_commit
 
 # A variant of a dataset (``amazon_hk.leave_last_out``, ``amazon_hk.seed1``) is split and scored
 # under its own name but reads its source's ingested tables: nothing is copied.
@@ -72,7 +72,9 @@ def write_dataset(df: DataFrame, lake: str, table: str, dataset: str, **partitio
                 continue
             _raise_disk_full(exc, lake, table, dataset)
             raise
-    written = committed_rows(table_path(lake, table), replaced)
+    version, written = own_commit(table_path(lake, table), replaced)
+    if version is not None:  # ours is the newest commit: whole if the table was (no re-listing)
+        note_own_commit(table_path(lake, table), version)
     if written is None:  # another writer committed since, or metrics off: count what is there
         return int(read_table(df.sparkSession, lake, table, dataset).where(replaced).count())
     return written
@@ -105,27 +107,30 @@ def table_version(path: str) -> int | None:
     return max(commits) if commits else None
 
 
-def committed_rows(path: str, predicate: str) -> int | None:
-    """``numOutputRows`` of a table's newest commit when that commit replaced ``predicate``;
-    None when the newest commit is another (a concurrent writer's) or has no metrics."""
+def own_commit(path: str, predicate: str) -> tuple[int | None, int | None]:
+    """The version of a table's newest commit when that commit replaced ``predicate`` (this
+    writer's), and its ``numOutputRows``; (None, None) when the newest commit is another (a
+    concurrent writer's), and no row count where the commit has no metrics."""
     system, root = filesystem(path if "://" in path else str(Path(path).resolve()))
     log = f"{root.rstrip('/')}/_delta_log"
-    commits = [
-        info.path
+    commits = {
+        int(info.base_name[:-5]): info.path
         for info in system.get_file_info(pafs.FileSelector(log, allow_not_found=True))
         if info.path.endswith(".json") and info.base_name[:-5].isdigit()
-    ]
+    }
     if not commits:
-        return None
-    with system.open_input_stream(max(commits)) as stream:
+        return None, None
+    newest = max(commits)
+    with system.open_input_stream(commits[newest]) as stream:
         lines = stream.read().decode("utf-8").splitlines()
     for line in lines:
         info = json.loads(line).get("commitInfo")
         if info is not None:
+            if (info.get("operationParameters") or {}).get("predicate") != predicate:
+                return None, None
             rows = (info.get("operationMetrics") or {}).get("numOutputRows")
-            same = (info.get("operationParameters") or {}).get("predicate") == predicate
-            return int(rows) if same and rows is not None else None
-    return None
+            return newest, None if rows is None else int(rows)
+    return None, None
 
 
 def has_table(spark: SparkSession, lake: str, table: str) -> bool:

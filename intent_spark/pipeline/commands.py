@@ -93,15 +93,14 @@ def cmd_split(args: argparse.Namespace) -> int:
     from intent_spark.lake.tables import has_table, ingested_source, read_table
     from intent_spark.report.split import split_report_writer
     from intent_spark.split.conf import load_split_conf
-    from intent_spark.split.protocols import run_protocol_split
-    from intent_spark.split.stage import run_split
+    from intent_spark.split.spec import split_one, variant_overrides
 
     if on_store(args.lake) and not args.out:
         raise IntentError(
             f"{args.lake}: a lake on an object store keeps no split report; give --out a local folder or a Volume"
         )
     ref = parse_dataset(args.dataset)
-    overrides = {
+    flags = {
         key: value
         for key, value in (
             ("seed", args.seed),
@@ -111,11 +110,7 @@ def cmd_split(args: argparse.Namespace) -> int:
         )
         if value is not None
     }
-    if ref.seed is not None and args.seed is None:  # amazon_hk.seed1 is seed 1
-        overrides["seed"] = ref.seed
-    if ref.origin is not None:  # a backtest origin takes the rule: the conf's dates are past its data
-        overrides.setdefault("manual_cutoff", None)
-        overrides.setdefault("manual_val_cutoff", None)
+    overrides = {**variant_overrides(ref), **flags}  # amazon_hk.seed1 is seed 1 unless --seed says
     report = reporter("split")
     spark = _session("split", args)
     if (
@@ -131,14 +126,13 @@ def cmd_split(args: argparse.Namespace) -> int:
         overrides,
         source=ingested_source(spark, args.lake, args.dataset),
     )
-    if ref.protocol:
-        run_protocol_split(spark, args.lake, args.dataset, conf.max_targets_per_period, progress=report)
-        report(f"{args.dataset}: protocol split written (test split only; `intent verify` reports its leak)")
-        return 0
     out = Path(args.out) if args.out else None
-    writer = split_report_writer(args.lake, args.dataset, out, report)
-    run_split(spark, args.lake, args.dataset, conf, progress=report, report=writer)
-    report(f"{args.dataset}: split report in {out or Path(args.lake) / 'reports' / 'split'}")
+    writer = None if ref.protocol else split_report_writer(args.lake, args.dataset, out, report)
+    split_one(spark, args.lake, args.dataset, conf, report, report=writer)
+    if ref.protocol:
+        report(f"{args.dataset}: protocol split written (test split only; `intent verify` reports its leak)")
+    else:
+        report(f"{args.dataset}: split report in {out or Path(args.lake) / 'reports' / 'split'}")
     return 0
 
 

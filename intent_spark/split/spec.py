@@ -3,22 +3,52 @@ and the cutoff sensitivity stage."""
 
 from __future__ import annotations
 
-from intent_spark.core.datasets import parse_dataset
+from collections.abc import Callable
+from typing import Any
+
+from intent_spark.core.datasets import DatasetRef, parse_dataset
 from intent_spark.core.stage import DATASET, Run, Stage, Task, chain, reading_after
 from intent_spark.ingest.spec import INGEST
 from intent_spark.split.conf import SplitConf
 
 
-def split_tasks(run: Run) -> list[Task]:
+def variant_overrides(ref: DatasetRef) -> dict[str, Any]:
+    """What a variant's name sets in its source's split conf: a seed variant (``hm.seed1``) its
+    holdout seed; a backtest origin the cutoff rule, never the conf's dates, which lie past its
+    data. ``intent run`` and ``intent split`` both start from these."""
+    if ref.seed is not None:
+        return {"seed": ref.seed}
+    if ref.origin is not None:
+        return {"manual_cutoff": None, "manual_val_cutoff": None}
+    return {}
+
+
+def split_one(
+    spark: Any,
+    lake: str,
+    dataset: str,
+    conf: SplitConf,
+    progress: Callable[[str], None],
+    report: Callable[[dict[str, Any]], object] | None = None,
+) -> None:
+    """The split stage for one dataset or variant (what ``intent split`` runs): a protocol
+    variant's test split at its source's cutoff and holdout, else the INTENT split by the rule."""
     from intent_spark.split.protocols import run_protocol_split
     from intent_spark.split.stage import run_split
 
+    if parse_dataset(dataset).protocol:
+        run_protocol_split(spark, lake, dataset, conf.max_targets_per_period, progress=progress)
+    else:
+        run_split(spark, lake, dataset, conf, progress=progress, report=report)
+
+
+def split_tasks(run: Run) -> list[Task]:
     tasks = []
     for entry in run.conf.datasets:
         conf = run.split_conf(entry.name)
 
         def work(name: str = entry.name, conf: SplitConf = conf) -> None:
-            run_split(run.spark, run.lake, name, conf, progress=run.progress, report=run.split_report(name))
+            split_one(run.spark, run.lake, name, conf, run.progress, report=run.split_report(name))
 
         def inputs(name: str = entry.name, conf: SplitConf = conf) -> str | None:
             return chain(SPLIT.name, run.inputs_of(INGEST.name, name), repr(conf))
@@ -30,8 +60,8 @@ def split_tasks(run: Run) -> list[Task]:
         for variant in compare.protocol_variants(name):
             per_period = conf.max_targets_per_period
 
-            def protocol_work(variant: str = variant, per_period: int = per_period) -> None:
-                run_protocol_split(run.spark, run.lake, variant, per_period, progress=run.progress)
+            def protocol_work(variant: str = variant, conf: SplitConf = conf) -> None:
+                split_one(run.spark, run.lake, variant, conf, run.progress)
 
             def protocol_inputs(
                 name: str = name, variant: str = variant, per_period: int = per_period
@@ -42,10 +72,10 @@ def split_tasks(run: Run) -> list[Task]:
                 Task(SPLIT.name, variant, protocol_work, protocol_inputs, upstream=f"{SPLIT.name} of {name}")
             )
         for variant in compare.seed_variants(name):
-            seeded = run.split_conf(name, {"seed": parse_dataset(variant).seed})
+            seeded = run.split_conf(name, variant_overrides(parse_dataset(variant)))
 
             def seed_work(variant: str = variant, seeded: SplitConf = seeded) -> None:
-                run_split(run.spark, run.lake, variant, seeded, progress=run.progress)
+                split_one(run.spark, run.lake, variant, seeded, run.progress)
 
             def seed_inputs(name: str = name, seeded: SplitConf = seeded) -> str | None:
                 return chain("seed", run.inputs_of(SPLIT.name, name), repr(seeded))
@@ -56,12 +86,11 @@ def split_tasks(run: Run) -> list[Task]:
     backtest = run.conf.backtest
     for name in run.conf.backtested:
         assert backtest is not None
-        # the rule, never a hand-fixed cutoff: the data stops at the origin
-        ruled = run.split_conf(name, {"manual_cutoff": None, "manual_val_cutoff": None})
         for variant in backtest.variants(name):
+            ruled = run.split_conf(name, variant_overrides(parse_dataset(variant)))
 
             def origin_work(variant: str = variant, ruled: SplitConf = ruled) -> None:
-                run_split(run.spark, run.lake, variant, ruled, progress=run.progress)
+                split_one(run.spark, run.lake, variant, ruled, run.progress)
 
             def origin_inputs(
                 name: str = name, variant: str = variant, ruled: SplitConf = ruled
