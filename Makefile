@@ -40,7 +40,7 @@ setup-s3: setup $(S3_JARS) ## the object-store tests: moto's S3 server ([s3] ext
 .jars/bundle-$(AWS_SDK_VERSION).jar:
 	mvn --batch-mode --quiet dependency:copy -Dartifact=software.amazon.awssdk:bundle:$(AWS_SDK_VERSION) -DoutputDirectory=.jars
 
-class-archive: $(CLASS_ARCHIVE) ## the driver JVM's class-data archive (AppCDS): each Spark start ~4 s quicker (one small run, ~90 s)
+class-archive: $(CLASS_ARCHIVE) ## the driver JVM's class-data archive (AppCDS): each Spark start ~4 s quicker (one small run, about a minute)
 
 # Rebuilt when the Python env or the jars change; a JDK that cannot write one only loses the speed.
 $(CLASS_ARCHIVE): $(STAMP) $(DELTA_JARS)

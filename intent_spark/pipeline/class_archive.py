@@ -21,9 +21,10 @@ from pathlib import Path
 import yaml
 
 from intent_spark.core.errors import IntentError
-from intent_spark.lake.session import CLASS_ARCHIVE, PROFILE_ENV, spark_settings
+from intent_spark.lake.session import CLASS_ARCHIVE, spark_settings
 
 EVENTS = 3000  # the fewest at which the generated H&M release has an admissible cutoff
+PROFILE = "small"
 
 
 def build_class_archive(target: Path) -> int:
@@ -47,10 +48,10 @@ def build_class_archive(target: Path) -> int:
             ),
             encoding="utf-8",
         )
-        os.environ.setdefault(PROFILE_ENV, "small")
-        java = spark_settings(None, []).get("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+        # the profile of the tests and their children, whose many short JVMs gain the most
+        java = spark_settings(PROFILE, []).get("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
         settings = spark_settings(
-            None, [f"spark.driver.extraJavaOptions={java} -XX:ArchiveClassesAtExit={partial}"]
+            PROFILE, [f"spark.driver.extraJavaOptions={java} -XX:ArchiveClassesAtExit={partial}"]
         )
         runner = Runner(
             load_run_conf(conf),
