@@ -103,7 +103,7 @@ def test_popularity_fast_rank_equals_the_full_score_rank(counts, history):
         scaled = 7 * user * model.denominator + 3 * t * (train_counts + 1)
         scaled = scaled.astype(np.float64)
         scaled[0] = NEG
-        full = tie_aware_rank(torch.tensor([scaled]), torch.tensor([items[t]])).item()
+        full = tie_aware_rank(torch.from_numpy(scaled[None, :]), torch.tensor([items[t]])).item()
         assert rank == full
 
 
