@@ -92,7 +92,9 @@ def snapshot_files(spark: SparkSession, path: str) -> tuple[int, DataFrame]:
     return int(snapshot.version()), DataFrame(snapshot.allFiles().toDF(), spark).select("path", "size")
 
 
-def _table_root(path: str) -> tuple[pafs.FileSystem, str]:
+def table_root(path: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem of a table's folder (local or on a store) and its root, without a
+    trailing slash."""
     system, root = filesystem(path if "://" in path else str(Path(path).resolve()))
     return system, root.rstrip("/")
 
@@ -101,14 +103,14 @@ def note_own_commit(path: str, version: int) -> None:
     """This process just committed ``version`` of the table at ``path``, on a table it created
     (version 0) or had found whole at the version before: the new version is whole too (its new
     files are the ones just written), so its next read needs no listing and no Spark job."""
-    _, root = _table_root(path)
+    _, root = table_root(path)
     if version == 0 or (root, version - 1) in _whole:
         _whole.add((root, version))
 
 
 def table_faults(spark: SparkSession, path: str) -> list[str]:
     """Every fault of the Delta table at ``path``, one line each (empty: whole)."""
-    system, root = _table_root(path)
+    system, root = table_root(path)
     commits, sums, checkpoints = log_versions(_list(system, f"{root}/{LOG}", recursive=False))
     faults = log_faults(commits, sums, checkpoints)
     if faults or not commits or (root, max(commits)) in _whole:

@@ -7,7 +7,6 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import Path
 
 import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
@@ -16,8 +15,7 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import parse_dataset
 from intent_spark.core.errors import IntentError
-from intent_spark.lake.files import filesystem
-from intent_spark.lake.integrity import LOG, check_table, log_versions, note_own_commit
+from intent_spark.lake.integrity import LOG, check_table, log_versions, note_own_commit, table_root
 
 # A variant of a dataset (``amazon_hk.leave_last_out``, ``amazon_hk.seed1``) is split and scored
 # under its own name but reads its source's ingested tables: nothing is copied.
@@ -101,9 +99,11 @@ def _raise_disk_full(exc: Exception, lake: str, table: str, dataset: str) -> Non
 
 def table_version(path: str) -> int | None:
     """The newest commit of a table, from its log's file names; None before its first."""
-    system, root = filesystem(path if "://" in path else str(Path(path).resolve()))
-    infos = system.get_file_info(pafs.FileSelector(f"{root.rstrip('/')}/{LOG}", allow_not_found=True))
-    commits = log_versions(infos)[0]
+    return _newest_commit(*table_root(path))
+
+
+def _newest_commit(system: pafs.FileSystem, root: str) -> int | None:
+    commits = log_versions(system.get_file_info(pafs.FileSelector(f"{root}/{LOG}", allow_not_found=True)))[0]
     return max(commits) if commits else None
 
 
@@ -111,17 +111,11 @@ def own_commit(path: str, predicate: str) -> tuple[int | None, int | None]:
     """The version of a table's newest commit when that commit replaced ``predicate`` (this
     writer's), and its ``numOutputRows``; (None, None) when the newest commit is another (a
     concurrent writer's), and no row count where the commit has no metrics."""
-    system, root = filesystem(path if "://" in path else str(Path(path).resolve()))
-    log = f"{root.rstrip('/')}/_delta_log"
-    commits = {
-        int(info.base_name[:-5]): info.path
-        for info in system.get_file_info(pafs.FileSelector(log, allow_not_found=True))
-        if info.path.endswith(".json") and info.base_name[:-5].isdigit()
-    }
-    if not commits:
+    system, root = table_root(path)
+    newest = _newest_commit(system, root)
+    if newest is None:
         return None, None
-    newest = max(commits)
-    with system.open_input_stream(commits[newest]) as stream:
+    with system.open_input_stream(f"{root}/{LOG}/{newest:020d}.json") as stream:
         lines = stream.read().decode("utf-8").splitlines()
     for line in lines:
         info = json.loads(line).get("commitInfo")
