@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from intent_spark.core.datasets import PROTOCOLS
 from intent_spark.core.errors import ConfError, IntentError
 from intent_spark.evaluate.corrections import CORRECTIONS, DEFAULT_CORRECTION
 from intent_spark.pipeline import commands
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_export,
         _add_submit,
         _add_evaluate,
+        _add_agreement,
         _add_run,
         _add_split,
         _add_verify,
@@ -240,14 +242,28 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_CORRECTION,
         help="multiple-comparison correction of the paired p-values (default holm)",
     )
-    ev.add_argument(
-        "--replicates",
-        type=int,
-        default=200,
-        help="bootstrap replicates of a protocol variant's model-order agreement (default 200)",
-    )
+    ev.add_argument("--replicates", type=int, help=argparse.SUPPRESS)  # moved to `intent agreement`
     _add_spark_flags(ev)
     ev.set_defaults(func=commands.cmd_evaluate)
+
+
+def _add_agreement(sub: argparse._SubParsersAction) -> None:
+    ag = sub.add_parser(
+        "agreement", help="protocol variants' model order against the INTENT cells' (Kendall tau-b)"
+    )
+    ag.add_argument("--dataset", required=True, help="the source dataset, e.g. amazon_hk")
+    ag.add_argument("--lake", required=True)
+    ag.add_argument(
+        "--protocol",
+        action="append",
+        choices=PROTOCOLS,
+        help="a protocol to order (repeatable; default: every one whose variant is evaluated)",
+    )
+    ag.add_argument(
+        "--replicates", type=int, default=200, help="paired user-bootstrap replicates (default 200)"
+    )
+    _add_spark_flags(ag)
+    ag.set_defaults(func=commands.cmd_agreement)
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:

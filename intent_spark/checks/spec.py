@@ -6,9 +6,7 @@ from __future__ import annotations
 from intent_spark.core.datasets import parse_dataset
 from intent_spark.core.errors import IntentError
 from intent_spark.core.sources import SourceConf
-from intent_spark.core.stage import DATASET, Run, Stage, Task, chain, reading_after
-from intent_spark.ingest.spec import INGEST
-from intent_spark.split.spec import SPLIT
+from intent_spark.core.stage import DATASET, Run, Stage, Task, known, per_dataset
 
 
 def audit_tasks(run: Run) -> list[Task]:
@@ -24,10 +22,7 @@ def audit_tasks(run: Run) -> list[Task]:
         def work(name: str = entry.name, conf: SourceConf = conf) -> None:
             run.progress(f"{name}: {audit_verdict(write_audit(run.spark, run.lake, name, conf, floor))}")
 
-        def inputs(name: str = entry.name) -> str | None:
-            return chain(AUDIT.name, run.inputs_of(INGEST.name, name), floor)
-
-        tasks.append(Task(AUDIT.name, entry.name, work, inputs, upstream=f"{INGEST.name} of {entry.name}"))
+        tasks.append(Task(AUDIT.name, entry.name, work, known(floor)))
     return tasks
 
 
@@ -43,7 +38,7 @@ def _verify(run: Run, name: str) -> None:
 def verify_tasks(run: Run) -> list[Task]:
     # A protocol variant fails the leak check by design: its leak is reported, not refused.
     names = [*run.conf.names, *(v for v in run.variants() if not parse_dataset(v).protocol)]
-    return reading_after(run, VERIFY.name, SPLIT.name, names, _verify)
+    return per_dataset(run, VERIFY.name, names, _verify)
 
 
 AUDIT = Stage(

@@ -4,8 +4,9 @@ run's services those tasks use.
 Each stage package declares its stages in its ``spec.py`` (``split.spec.SPLIT``,
 ``train.spec.TRAIN``...); ``pipeline/graph.py`` lists them in order and ``pipeline/runner.py``
 runs them. A stage's ``tasks`` turns a run into one ``Task`` per key it fans out over, each
-with what it runs and the fingerprint of its inputs: the fingerprints of the tasks it reads
-after, and the settings its ``fingerprint`` names.
+with what it runs and the settings its ``fingerprint`` names. The runner links each task to the
+earlier tasks it reads (by default the graph's: the stages it runs after, for the same dataset)
+and takes its fingerprint in one place: the digest of its name, its settings and theirs.
 """
 
 from __future__ import annotations
@@ -34,18 +35,32 @@ def chain(*parts: Any) -> str | None:
     return None if any(p is None for p in parts) else fingerprint(*parts)
 
 
+Key = tuple[str, str, str | None]  # a task's stage, dataset and model
+
+
+def no_settings() -> tuple[()]:
+    return ()
+
+
+def known(*parts: Any) -> Callable[[], tuple[Any, ...]]:
+    """A task's settings, known when the task is made."""
+    return partial(tuple, parts)
+
+
 @dataclass
 class Task:
-    """One stage for one dataset (and model): what it runs, and the digest of its inputs, made
-    when asked (after the tasks before it ran, or, in a plan, None while one of them would)."""
+    """One stage for one dataset (and model): what it runs, and what its fingerprint holds
+    besides the fingerprints of the tasks it reads: ``settings``, asked when its inputs are
+    (after the tasks before it ran; None while they are not known yet, in a plan)."""
 
     stage: str
     dataset: str
     work: Callable[[], Any]
-    inputs: Callable[[], str | None]
+    settings: Callable[[], Any] = no_settings
     model: str | None = None
     label: str = ""
-    upstream: str = ""  # the earlier task whose outputs it reads, named in a plan
+    # The earlier tasks whose outputs it reads; None: the graph's (``Runner.link``).
+    reads: tuple[Key, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -53,7 +68,7 @@ class Task:
         return self.label or (f"{self.stage} {self.model}" if self.model else self.stage)
 
     @property
-    def key(self) -> tuple[str, str, str | None]:
+    def key(self) -> Key:
         return (self.stage, self.dataset, self.model)
 
 
@@ -66,7 +81,7 @@ class Run(Protocol):
     progress: Callable[[str], None]
     models: tuple[str, ...]  # the run's models, by registered name
     models_conf: Any  # train.conf.ModelsConf
-    planned_runs: set[tuple[str, str, str | None]]  # in a plan: the keys of tasks that would run
+    planned_runs: set[Key]  # in a plan: the keys of tasks that would run
 
     @property
     def spark(self) -> Any: ...
@@ -84,10 +99,6 @@ class Run(Protocol):
 
     def forget(self, dataset: str, stage: str) -> None:
         """Drop a stage's record from a dataset's log: its outputs went, so it runs again."""
-        ...
-
-    def inputs_of(self, stage: str, dataset: str, model: str | None = None) -> str | None:
-        """The inputs an earlier task finished (or, in a plan, would run) with."""
         ...
 
     def scored(self) -> list[str]:
@@ -115,21 +126,10 @@ class Run(Protocol):
         ...
 
 
-def reading_after(
-    run: Run, stage: str, upstream: str, names: Iterable[str], work: Callable[[Run, str], None]
-) -> list[Task]:
-    """A ``stage`` task per dataset of ``names`` that reads what ``upstream`` wrote for it and
-    has the same inputs: its outputs change only when ``upstream``'s do."""
-    return [
-        Task(
-            stage,
-            n,
-            partial(work, run, n),
-            partial(run.inputs_of, upstream, n),
-            upstream=f"{upstream} of {n}",
-        )
-        for n in names
-    ]
+def per_dataset(run: Run, stage: str, names: Iterable[str], work: Callable[[Run, str], None]) -> list[Task]:
+    """A ``stage`` task per dataset of ``names``, with no settings of its own: its outputs change
+    only when those of the tasks it reads do."""
+    return [Task(stage, n, partial(work, run, n)) for n in names]
 
 
 @dataclass(frozen=True)

@@ -196,7 +196,7 @@ def write_agreement(
         .select(F.col(S.CELL).alias(SETTING), S.MODEL, S.USER_ID, F.col("ndcg_10").alias(VALUE))
     )
     present = {r[SETTING] for r in users.select(SETTING).distinct().collect()}  # a row per cell
-    ordered = dict.fromkeys(c for p in protocols for c in sorted(set(PROTOCOL_CELLS[p])))
+    ordered = dict.fromkeys(c for p in PROTOCOLS if p in protocols for c in sorted(set(PROTOCOL_CELLS[p])))
     others = [c for c in ordered if c in present]
     references = [c for c in REFERENCE_CELLS if c in present]
     if not others or not references:

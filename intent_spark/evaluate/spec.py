@@ -4,9 +4,7 @@ read its outputs or the split's: leaks, protocol agreement and backtest."""
 from __future__ import annotations
 
 from intent_spark.core.datasets import parse_dataset
-from intent_spark.core.stage import DATASET, Run, Stage, Task, chain, fingerprint, reading_after
-from intent_spark.split.spec import SPLIT
-from intent_spark.train.spec import TRAIN, TRANSFER
+from intent_spark.core.stage import DATASET, Run, Stage, Task, known, per_dataset
 
 
 def _write_leaks(run: Run, name: str) -> None:
@@ -17,7 +15,7 @@ def _write_leaks(run: Run, name: str) -> None:
 
 def leaks_tasks(run: Run) -> list[Task]:
     names = [*run.conf.compare.datasets, *(v for v in run.variants() if parse_dataset(v).protocol)]
-    return reading_after(run, LEAKS.name, SPLIT.name, names, _write_leaks)
+    return per_dataset(run, LEAKS.name, names, _write_leaks)
 
 
 def evaluate_tasks(run: Run) -> list[Task]:
@@ -30,16 +28,7 @@ def evaluate_tasks(run: Run) -> list[Task]:
         def work(name: str = name, floor: int = floor) -> None:
             evaluate(run.lake_context(), name, floor_users=floor, correction=run.conf.correction)
 
-        def inputs(name: str = name, floor: int = floor) -> str | None:
-            trained = {m: run.inputs_of(TRAIN.name, name, m) for m in run.models}
-            transfers = [
-                run.inputs_of(TRANSFER.name, t, s) for s, t in run.conf.compare.transfer if t == name
-            ]
-            if None in trained.values() or None in transfers:
-                return None
-            return fingerprint(EVALUATE.name, trained, transfers, floor, run.conf.correction)
-
-        tasks.append(Task(EVALUATE.name, name, work, inputs, upstream=f"training on {name}"))
+        tasks.append(Task(EVALUATE.name, name, work, known(floor, run.conf.correction)))
     return tasks
 
 
@@ -55,11 +44,8 @@ def agreement_tasks(run: Run) -> list[Task]:
         def work(name: str = name) -> None:
             write_agreement(run.spark, run.lake, name, compare.protocols, replicates=compare.replicates)
 
-        def inputs(name: str = name) -> str | None:
-            evaluated = [run.inputs_of(EVALUATE.name, d) for d in [name, *compare.protocol_variants(name)]]
-            return chain(AGREEMENT.name, *evaluated, compare.replicates)
-
-        tasks.append(Task(AGREEMENT.name, name, work, inputs, upstream=f"{EVALUATE.name} of {name}"))
+        evaluated = tuple((EVALUATE.name, d, None) for d in [name, *compare.protocol_variants(name)])
+        tasks.append(Task(AGREEMENT.name, name, work, known(compare.replicates), reads=evaluated))
     return tasks
 
 
@@ -76,11 +62,9 @@ def backtest_tasks(run: Run) -> list[Task]:
             path = write_backtest(run.spark, run.lake, name, backtest.origins, replicates=backtest.replicates)
             run.progress(f"{name}: backtest over {backtest.origins} origins in {path}")
 
-        def inputs(name: str = name) -> str | None:
-            evaluated = [run.inputs_of(EVALUATE.name, d) for d in [*backtest.variants(name), name]]
-            return chain(BACKTEST.name, *evaluated, backtest.origins, backtest.replicates)
-
-        tasks.append(Task(BACKTEST.name, name, work, inputs, upstream=f"{EVALUATE.name} of {name}"))
+        evaluated = tuple((EVALUATE.name, d, None) for d in [*backtest.variants(name), name])
+        settings = known(backtest.origins, backtest.replicates)
+        tasks.append(Task(BACKTEST.name, name, work, settings, reads=evaluated))
     return tasks
 
 

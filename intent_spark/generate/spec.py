@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from intent_spark.core.runconf import DatasetEntry
-from intent_spark.core.stage import DATASET, Run, Stage, Task, fingerprint
+from intent_spark.core.stage import DATASET, Run, Stage, Task
 from intent_spark.lake.files import raw_listing
 
 
@@ -24,12 +24,12 @@ def generate_tasks(run: Run) -> list[Task]:
                 entry.source_name, Path(folder), entry.events, seed=run.conf.seed, progress=run.progress
             )
 
-        def inputs(entry: DatasetEntry = entry, folder: str = folder) -> str:
+        def settings(entry: DatasetEntry = entry, folder: str = folder) -> tuple:
             if not raw_listing(folder):
                 run.forget(entry.name, "generate")  # the files went: make them again
-            return fingerprint(GENERATE.name, entry.source_name, entry.events, run.conf.seed)
+            return (entry.source_name, entry.events, run.conf.seed)
 
-        tasks.append(Task(GENERATE.name, entry.name, work, inputs))
+        tasks.append(Task(GENERATE.name, entry.name, work, settings))
     return tasks
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from intent_spark.core.runconf import DatasetEntry
 from intent_spark.core.sources import SourceConf
-from intent_spark.core.stage import DATASET, Run, Stage, Task, fingerprint
+from intent_spark.core.stage import DATASET, Run, Stage, Task
 from intent_spark.lake.files import raw_listing
 
 
@@ -24,12 +24,12 @@ def ingest_tasks(run: Run) -> list[Task]:
                 f"{entry.name}: {summary.events:,} events, {summary.rejects:,} rejects, {summary.items:,} items"
             )
 
-        def inputs(name: str = entry.name, conf: SourceConf = conf, folder: str = folder) -> str | None:
+        def settings(name: str = entry.name, conf: SourceConf = conf, folder: str = folder) -> tuple | None:
             if ("generate", name, None) in run.planned_runs:
                 return None  # the release is written first; its files' times are not known yet
-            return fingerprint(INGEST.name, raw_listing(folder), repr(conf))
+            return (raw_listing(folder), repr(conf))
 
-        tasks.append(Task(INGEST.name, entry.name, work, inputs, upstream=f"generate of {entry.name}"))
+        tasks.append(Task(INGEST.name, entry.name, work, settings))
     return tasks
 
 

@@ -367,6 +367,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from intent_spark.lake.tracking import default_tracking_uri
     from intent_spark.split.conf import load_split_conf
 
+    if args.replicates is not None:
+        raise IntentError(
+            f"--replicates moved: `intent agreement --dataset {parse_dataset(args.dataset).source} "
+            f"--replicates {args.replicates}` orders a dataset's protocols"
+        )
     floor = load_split_conf(args.conf or CONF_DIR / "split.yaml", args.dataset).floor_users
     uri = None if args.no_mlflow else default_tracking_uri(args.lake, args.tracking_uri)
     report = reporter("evaluate")
@@ -382,13 +387,28 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         f"{args.dataset}: {rows:,} metric rows in {args.lake}/metrics, per-user scores in {args.lake}/user_metrics"
     )
     ref = parse_dataset(args.dataset)
-    if ref.protocol:  # the protocols evaluated so far, ordered against the source's INTENT cells
-        from intent_spark.evaluate.agreement import evaluated_protocols, write_agreement
+    if ref.protocol:
+        report(
+            f"{ref.source}: order its protocols' models against its cells: `intent agreement --dataset {ref.source}`"
+        )
+    return 0
 
-        protocols = evaluated_protocols(spark, args.lake, ref.source)
-        path = write_agreement(spark, args.lake, ref.source, protocols, replicates=args.replicates)
-        if path is not None:
-            report(f"{ref.source}: model-order agreement of {', '.join(protocols)} in {path}")
+
+def cmd_agreement(args: argparse.Namespace) -> int:
+    """The agreement stage for one dataset: its evaluated protocol variants' model orders
+    against its INTENT cells'."""
+    from intent_spark.evaluate.agreement import evaluated_protocols, write_agreement
+
+    report = reporter("agreement")
+    spark = _session("agreement", args)
+    protocols = args.protocol or evaluated_protocols(spark, args.lake, args.dataset)
+    path = write_agreement(spark, args.lake, args.dataset, protocols, replicates=args.replicates)
+    if path is None:
+        raise IntentError(
+            f"{args.dataset}: no evaluated protocol variant with a cell to order against; "
+            f"split, score and evaluate {args.dataset}.leave_last_out (or .horizon) first"
+        )
+    report(f"{args.dataset}: model-order agreement of {', '.join(protocols)} in {path}")
     return 0
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "needs_models",
     "scheduled_dependencies",
     "stage",
+    "upstream",
 ]
 
 # Each declared in its package's spec.py; a stage reads only what stages before it wrote.
@@ -78,6 +79,12 @@ def scheduled_dependencies() -> dict[str, set[str]]:
             direct = nearest(stage.name)
             reduced[stage.name] = {d for d in direct if not any(d in upstream(o) for o in direct - {d})}
     return reduced
+
+
+def upstream(name: str) -> set[str]:
+    """Every stage a stage runs after, directly or through others."""
+    found = set(BY_NAME[name].after)
+    return found.union(*(upstream(before) for before in BY_NAME[name].after))
 
 
 def needs_models(name: str) -> bool:

@@ -1,8 +1,9 @@
 """``intent run``: the stage graph (``graph.STAGES``) over the datasets and models of a run conf.
 
 The runner expands every stage of the graph over its fan-out (the run's datasets and variants,
-dataset x model pairs, transfer pairs) into tasks, in the graph's order, each with the
-fingerprint of its inputs. ``execute`` runs them through each dataset's ``StageLog``, skipping
+dataset x model pairs, transfer pairs) into tasks, in the graph's order, and links each to the
+earlier tasks it reads (``link``). A task's fingerprint is taken in one place (``inputs``): the
+digest of its name, its settings and the fingerprints of the tasks it reads. ``execute`` runs them through each dataset's ``StageLog``, skipping
 a task whose fingerprint is unchanged since it finished, so a rerun resumes at the first task
 that did not finish; ``plan`` says, without running anything, which tasks would run and why.
 """
@@ -23,7 +24,7 @@ from intent_spark.core.errors import IntentError
 from intent_spark.core.progress import Progress, silent
 from intent_spark.core.runconf import DatasetEntry, RunConf
 from intent_spark.core.sources import SourceConf, at_item_level, load_source
-from intent_spark.core.stage import Task
+from intent_spark.core.stage import Key, Task, chain
 from intent_spark.lake.context import Lake
 from intent_spark.pipeline import graph
 from intent_spark.pipeline.stages import StageFailed, StageLog
@@ -43,6 +44,43 @@ def pair_by_pair(tasks: list[Task]) -> list[Task]:
     first = tasks.index(per_pair[0])
     rest = [t for t in tasks if graph.stage(t.stage).per != graph.DATASET_MODEL]
     return rest[:first] + grouped + rest[first:]
+
+
+def link(tasks: list[Task]) -> list[Task]:
+    """Each task with the earlier tasks it reads. A task that names none reads, for each stage
+    it runs after, that stage's tasks of its dataset (of its model too, where both stages fan
+    out per model); where none of those stages has a task for the dataset (a protocol variant
+    is not verified), the stages they run after. A task that names its reads (a variant reads its source's) names only stages above it
+    in the graph. Either way the graph, declared once, is what a fingerprint follows."""
+    by_stage: dict[tuple[str, str], list[Task]] = {}
+    for task in tasks:
+        by_stage.setdefault((task.stage, task.dataset), []).append(task)
+
+    def reads_from(task: Task, stages: tuple[str, ...]) -> list[Key]:
+        found = []
+        for name in stages:
+            per_model = graph.DATASET_MODEL == graph.stage(task.stage).per == graph.stage(name).per
+            found += [
+                t.key
+                for t in by_stage.get((name, task.dataset), [])
+                if not per_model or t.model == task.model
+            ]
+        deeper = tuple(dict.fromkeys(before for name in stages for before in graph.stage(name).after))
+        return found if found or not deeper else reads_from(task, deeper)
+
+    for task in tasks:
+        if task.reads is None:
+            task.reads = tuple(dict.fromkeys(reads_from(task, graph.stage(task.stage).after)))
+    earlier: set[Key] = set()
+    for task in tasks:
+        above = graph.upstream(task.stage) | {task.stage}
+        stray = [k for k in task.reads or () if k[0] not in above or k not in earlier]
+        if stray:
+            raise RuntimeError(
+                f"{task.name} of {task.dataset} reads {stray}: no earlier task above it in the graph"
+            )
+        earlier.add(task.key)
+    return tasks
 
 
 class Runner:
@@ -73,8 +111,8 @@ class Runner:
         )
         self.split_conf_path = Path(conf.split_conf) if conf.split_conf else CONF_DIR / "split.yaml"
         self.logs: dict[str, StageLog] = {}
-        self.done: dict[tuple[str, str, str | None], str | None] = {}  # task key -> its inputs
-        self.planned_runs: set[tuple[str, str, str | None]] = set()  # in a plan: tasks that would run
+        self.done: dict[Key, str | None] = {}  # task key -> its inputs
+        self.planned_runs: set[Key] = set()  # in a plan: tasks that would run
         self.parent: str | None = None  # the benchmark's MLflow run
         self.page: Path | None = None
         self.seconds: dict[str, float] = {}  # stage -> seconds its tasks ran in this run
@@ -153,10 +191,6 @@ class Runner:
         which a Path would cut to ``s3a:/``), else the generated one under the workdir."""
         return entry.raw if entry.raw else str(self.base / "raw" / entry.name)
 
-    def inputs_of(self, stage: str, dataset: str, model: str | None = None) -> str | None:
-        """The inputs an earlier task finished (or, in a plan, would run) with."""
-        return self.done.get((stage, dataset, model))
-
     def forget(self, dataset: str, stage: str) -> None:
         self.log(dataset).done.pop(stage, None)
 
@@ -180,7 +214,20 @@ class Runner:
             if self.models or not graph.needs_models(stage.name)
             for task in stage.tasks(self)
         ]
-        return pair_by_pair(tasks)
+        return pair_by_pair(link(tasks))
+
+    def inputs(self, task: Task) -> str | None:
+        """A task's fingerprint: its name, its settings and the inputs the tasks it reads finished
+        (or, in a plan, would run) with; None while one of them is not known yet."""
+        assert task.reads is not None, "tasks are linked first"
+        return chain(task.stage, task.name, task.settings(), *(self.done.get(key) for key in task.reads))
+
+    def waits_for(self, task: Task, names: dict[Key, str]) -> str:
+        """The task read first that runs before this one, named in a plan."""
+        assert task.reads is not None
+        pending = [k for k in task.reads if k in self.planned_runs or self.done.get(k) is None]
+        key = (pending or list(task.reads) or [task.key])[0]
+        return f"{names.get(key, key[0])} of {key[1]}"
 
     # --- running and planning ---
     def execute(self, tasks: list[Task]) -> None:
@@ -198,7 +245,7 @@ class Runner:
                         raise StageFailed(task.stage, "the run", exc) from exc
                     self.seconds[task.stage] = time.monotonic() - started
                     continue
-                inputs = task.inputs()
+                inputs = self.inputs(task)
                 if inputs is None:
                     raise RuntimeError(
                         f"{task.name} of {task.dataset}: inputs unknown after the tasks before it ran"
@@ -221,19 +268,20 @@ class Runner:
     def plan(self, tasks: list[Task]) -> list[str]:
         """One line per task: whether ``execute`` would run it or skip it, and why. Runs nothing."""
         lines = []
+        names = {task.key: task.name for task in tasks}
         for task in tasks:
             where = task.dataset or "every dataset"
             if graph.stage(task.stage).always:
                 lines.append(f"run   {task.name:<28} {where:<26} always rebuilt")
                 continue
-            inputs = task.inputs()
+            inputs = self.inputs(task)
             self.done[task.key] = inputs
             log = self.log(task.dataset)
             record = log.finished(task.name)
             if self.force:
                 why = "--force"
             elif inputs is None:
-                why = f"after {task.upstream}, which runs first"
+                why = f"after {self.waits_for(task, names)}, which runs first"
             elif record is None and task.name in log.done:
                 why = f"interrupted (started {log.done[task.name].get('started', '?')}, never finished)"
             elif record is None:

@@ -17,7 +17,7 @@ def report_tasks(run: Run) -> list[Task]:
         run.publish_report(page)
         log_report(run.uri, str(out), run.benchmark())
 
-    return [Task(REPORT.name, "", work, lambda: None, label="report")]
+    return [Task(REPORT.name, "", work, label="report")]
 
 
 REPORT = Stage(

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from intent_spark.core.datasets import DatasetRef, parse_dataset
-from intent_spark.core.stage import DATASET, Run, Stage, Task, chain, reading_after
+from intent_spark.core.stage import DATASET, Run, Stage, Task, known, per_dataset
 from intent_spark.ingest.spec import INGEST
 from intent_spark.split.conf import SplitConf
 
@@ -50,10 +50,7 @@ def split_tasks(run: Run) -> list[Task]:
         def work(name: str = entry.name, conf: SplitConf = conf) -> None:
             split_one(run.spark, run.lake, name, conf, run.progress, report=run.split_report(name))
 
-        def inputs(name: str = entry.name, conf: SplitConf = conf) -> str | None:
-            return chain(SPLIT.name, run.inputs_of(INGEST.name, name), repr(conf))
-
-        tasks.append(Task(SPLIT.name, entry.name, work, inputs, upstream=f"{INGEST.name} of {entry.name}"))
+        tasks.append(Task(SPLIT.name, entry.name, work, known(repr(conf))))
     compare = run.conf.compare
     for name in compare.datasets:
         conf = run.split_conf(name)
@@ -63,25 +60,19 @@ def split_tasks(run: Run) -> list[Task]:
             def protocol_work(variant: str = variant, conf: SplitConf = conf) -> None:
                 split_one(run.spark, run.lake, variant, conf, run.progress)
 
-            def protocol_inputs(
-                name: str = name, variant: str = variant, per_period: int = per_period
-            ) -> str | None:
-                return chain("protocol", run.inputs_of(SPLIT.name, name), variant, per_period)
-
-            tasks.append(
-                Task(SPLIT.name, variant, protocol_work, protocol_inputs, upstream=f"{SPLIT.name} of {name}")
-            )
+            # A protocol split takes its source's test cutoff and holdout: it reads that split.
+            source_split = ((SPLIT.name, name, None),)
+            settings = known(variant, per_period)
+            tasks.append(Task(SPLIT.name, variant, protocol_work, settings, reads=source_split))
         for variant in compare.seed_variants(name):
             seeded = run.split_conf(name, variant_overrides(parse_dataset(variant)))
 
             def seed_work(variant: str = variant, seeded: SplitConf = seeded) -> None:
                 split_one(run.spark, run.lake, variant, seeded, run.progress)
 
-            def seed_inputs(name: str = name, seeded: SplitConf = seeded) -> str | None:
-                return chain("seed", run.inputs_of(SPLIT.name, name), repr(seeded))
-
+            seed_settings = known(repr(seeded))
             tasks.append(
-                Task(SPLIT.name, variant, seed_work, seed_inputs, upstream=f"{SPLIT.name} of {name}")
+                Task(SPLIT.name, variant, seed_work, seed_settings, reads=((SPLIT.name, name, None),))
             )
     backtest = run.conf.backtest
     for name in run.conf.backtested:
@@ -92,13 +83,9 @@ def split_tasks(run: Run) -> list[Task]:
             def origin_work(variant: str = variant, ruled: SplitConf = ruled) -> None:
                 split_one(run.spark, run.lake, variant, ruled, run.progress)
 
-            def origin_inputs(
-                name: str = name, variant: str = variant, ruled: SplitConf = ruled
-            ) -> str | None:
-                return chain("origin", run.inputs_of(INGEST.name, name), variant, repr(ruled))
-
+            origin_settings = known(variant, repr(ruled))
             tasks.append(
-                Task(SPLIT.name, variant, origin_work, origin_inputs, upstream=f"{INGEST.name} of {name}")
+                Task(SPLIT.name, variant, origin_work, origin_settings, reads=((INGEST.name, name, None),))
             )
     return tasks
 
@@ -110,7 +97,7 @@ def _write_sensitivity(run: Run, name: str) -> None:
 
 
 def sensitivity_tasks(run: Run) -> list[Task]:
-    return reading_after(run, SENSITIVITY.name, SPLIT.name, run.conf.compare.datasets, _write_sensitivity)
+    return per_dataset(run, SENSITIVITY.name, run.conf.compare.datasets, _write_sensitivity)
 
 
 SPLIT = Stage(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from intent_spark.core.stage import DATASET_MODEL, TRANSFER_PAIR, Run, Stage, Task, chain, fingerprint
+from intent_spark.core.stage import DATASET_MODEL, TRANSFER_PAIR, Run, Stage, Task, known
 from intent_spark.split.spec import SPLIT
 
 
@@ -25,13 +25,8 @@ def train_tasks(run: Run) -> list[Task]:
                     splits=run.splits_of(name),
                 )
 
-            def inputs(name: str = name, model: str = model, settings: dict = settings) -> str | None:
-                split = run.inputs_of(SPLIT.name, name)
-                if split is None:
-                    return None
-                return fingerprint(TRAIN.name, split, model, conf.context, conf.max_tokens, settings)
-
-            tasks.append(Task(TRAIN.name, name, work, inputs, model, upstream=f"{SPLIT.name} of {name}"))
+            fit = known(conf.context, conf.max_tokens, settings)
+            tasks.append(Task(TRAIN.name, name, work, fit, model))
     return tasks
 
 
@@ -46,12 +41,7 @@ def score_tasks(run: Run) -> list[Task]:
                 rows = score(run.lake_context(), name, model, run.models_conf, parent_run_id=run.benchmark())
                 run.progress(f"{name} {model}: {rows:,} ranks")
 
-            def inputs(name: str = name, model: str = model) -> str | None:
-                return run.inputs_of(TRAIN.name, name, model)
-
-            tasks.append(
-                Task(SCORE.name, name, work, inputs, model, upstream=f"{TRAIN.name} {model} of {name}")
-            )
+            tasks.append(Task(SCORE.name, name, work, model=model))
     return tasks
 
 
@@ -65,17 +55,10 @@ def transfer_tasks(run: Run) -> list[Task]:
             rows = score_transfer(run.lake_context(), source, target, run.models_conf)
             run.progress(f"{target} sasrec_f@{source}: {rows:,} ranks")
 
-        def inputs(source: str = source, target: str = target) -> str | None:
-            return chain(
-                TRANSFER.name,
-                run.inputs_of(TRAIN.name, source, "sasrec_f"),
-                run.inputs_of(SPLIT.name, target),
-            )
-
+        # The source's model ranks the target's targets: it reads both.
+        reads = ((TRAIN.name, source, "sasrec_f"), (SPLIT.name, target, None))
         label = f"transfer sasrec_f from {source}"
-        tasks.append(
-            Task(TRANSFER.name, target, work, inputs, source, label, f"{TRAIN.name} sasrec_f of {source}")
-        )
+        tasks.append(Task(TRANSFER.name, target, work, model=source, label=label, reads=reads))
     return tasks
 
 

@@ -165,3 +165,17 @@ def test_bootstrap_weight_and_intervals_are_unchanged(spark):
         pytest.approx(0.2825, abs=1e-12),
         pytest.approx(0.71890625, abs=1e-12),
     )
+
+
+def test_evaluate_names_the_command_its_replicates_moved_to(tmp_path, capsys):
+    """The agreement is a stage of its own (``intent agreement``); an old ``evaluate
+    --replicates`` call says where it went, in one line, before Spark starts."""
+    from intent_spark.cli import main
+
+    lake = str(tmp_path / "lake")
+    assert main(["evaluate", "--dataset", "hm.leave_last_out", "--lake", lake, "--replicates", "50"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "intent evaluate: error: --replicates moved: `intent agreement --dataset hm --replicates 50` "
+        "orders a dataset's protocols"
+    ]

@@ -140,7 +140,7 @@ def test_the_plan_of_a_fresh_lake_runs_everything_in_the_graphs_order(tmp_path, 
         ["score", "popularity"], ["evaluate"], ["report"],
     ]  # fmt: skip
     assert out[1].endswith("never finished") and out[2].endswith("after generate of hm, which runs first")
-    assert out[5].endswith("after split of hm, which runs first")
+    assert out[5].endswith("after verify of hm, which runs first")
     assert not (tmp_path / "work").exists()  # a plan runs nothing
 
 
