@@ -59,7 +59,7 @@ class Task:
     settings: Callable[[], Any] = no_settings
     model: str | None = None
     label: str = ""
-    # The earlier tasks whose outputs it reads; None: the graph's (``Runner.link``).
+    # The earlier tasks whose outputs it reads; None: the graph's (``pipeline.runner.link``).
     reads: tuple[Key, ...] | None = None
 
     @property

@@ -3,9 +3,10 @@
 The runner expands every stage of the graph over its fan-out (the run's datasets and variants,
 dataset x model pairs, transfer pairs) into tasks, in the graph's order, and links each to the
 earlier tasks it reads (``link``). A task's fingerprint is taken in one place (``inputs``): the
-digest of its name, its settings and the fingerprints of the tasks it reads. ``execute`` runs them through each dataset's ``StageLog``, skipping
-a task whose fingerprint is unchanged since it finished, so a rerun resumes at the first task
-that did not finish; ``plan`` says, without running anything, which tasks would run and why.
+digest of its name, its settings and the fingerprints of the tasks it reads. ``execute`` runs
+them through each dataset's ``StageLog``, skipping a task whose fingerprint is unchanged since
+it finished, so a rerun resumes at the first task that did not finish; ``plan`` says, without
+running anything, which tasks would run and why.
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ def link(tasks: list[Task]) -> list[Task]:
     """Each task with the earlier tasks it reads. A task that names none reads, for each stage
     it runs after, that stage's tasks of its dataset (of its model too, where both stages fan
     out per model); where none of those stages has a task for the dataset (a protocol variant
-    is not verified), the stages they run after. A task that names its reads (a variant reads its source's) names only stages above it
-    in the graph. Either way the graph, declared once, is what a fingerprint follows."""
+    is not verified), the stages they run after. A task that names its reads (a variant reads
+    its source's) names only earlier tasks of stages above it in the graph. Either way the
+    graph, declared once, is what a fingerprint follows."""
     by_stage: dict[tuple[str, str], list[Task]] = {}
     for task in tasks:
         by_stage.setdefault((task.stage, task.dataset), []).append(task)
