@@ -24,6 +24,10 @@ REAL_DATA = Path(os.environ.get("INTENT_REAL_DATA", REPO_ROOT.parent / "shared" 
 # Every session of the tests, in this process and in each `intent` child, uses the tiny-lake
 # profile (conf/spark/small.yaml): interpreted plans, no adaptive re-planning.
 os.environ.setdefault(PROFILE_ENV, "small")
+# Two workers share the machine's cores. torch's intra-op threads (OpenMP) spin while they wait
+# for a core the other worker holds: SASRec's 300 check steps take 3.8 s alone, 30 s beside one
+# busy core with 2 threads, 4.3 s with 1. One thread per process, here and in every child.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")
