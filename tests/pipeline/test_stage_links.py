@@ -100,3 +100,24 @@ def test_a_changed_split_conf_reruns_that_dataset_from_its_split_on(tmp_path):
     assert runs == {*hm_and_variant, *only_hm, ("agreement", "hm"), ("report", "")}
     assert all(lines[key].endswith("inputs changed since it finished") for key in runs - {("report", "")})
     assert all(line.startswith("skip ") for (_, dataset), line in lines.items() if dataset == "amazon_hk")
+
+
+def test_the_docs_stage_table_is_the_graph():
+    """docs/architecture.md's table of stages says what ``graph.STAGES`` declares, row by row."""
+    from intent_spark.pipeline import graph
+
+    text = (REPO_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    header = "| stage | per | after | scheduled | on when |"
+    lines = text[text.index(header) :].splitlines()[2:]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[: lines.index("")]]
+    expected = [
+        [
+            stage.name,
+            stage.per,
+            ", ".join(stage.after) or "-",
+            "yes" if stage.scheduled else "no",
+            stage.when or "always",
+        ]
+        for stage in graph.STAGES
+    ]
+    assert rows == expected
