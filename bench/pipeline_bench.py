@@ -54,9 +54,10 @@ from typing import Any
 import psutil
 from measure import PeakMemory
 
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.lake.context import Lake
 
-DATASET = "rees46"
+DATASET = DatasetRef("rees46")
 REES46_EVENTS = 411_700_000
 MIB = 2**20
 

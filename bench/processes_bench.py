@@ -22,6 +22,7 @@ import torch
 from mlflow import MlflowClient
 
 from intent_spark.core.conf import CONF_DIR
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.sources import load_source
 from intent_spark.generate import generate_release
 from intent_spark.ingest import ingest_source
@@ -47,16 +48,18 @@ def main() -> None:
     lake, uri = str(work / "lake"), f"sqlite:///{work / 'mlflow.db'}"
     generate_release("rees46", work / "raw", args.events, seed=0)
     ingest_source(spark, load_source("rees46"), str(work / "raw"), lake)
-    run_split(spark, lake, "rees46", load_split_conf(CONF_DIR / "split.yaml", "rees46"))
+    run_split(spark, lake, DatasetRef("rees46"), load_split_conf(CONF_DIR / "split.yaml", "rees46"))
     base = load_models_conf(overrides={args.model: {"steps": args.steps}})
     rows = []
     for processes in args.processes:
         conf = with_processes(base, processes)
         start = time.monotonic()
-        run_id = train(Lake(spark, lake, uri, progress=print), "rees46", args.model, conf, splits=["test"])
+        run_id = train(
+            Lake(spark, lake, uri, progress=print), DatasetRef("rees46"), args.model, conf, splits=["test"]
+        )
         train_wall = time.monotonic() - start
         start = time.monotonic()
-        score(Lake(spark, lake, uri, progress=print), "rees46", args.model, conf)
+        score(Lake(spark, lake, uri, progress=print), DatasetRef("rees46"), args.model, conf)
         score_wall = time.monotonic() - start
         metrics = MlflowClient(uri).get_run(run_id).data.metrics
         row = {

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.lake.context import Lake
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,8 +43,9 @@ def prepare(work: Path, dataset: str, events: int, seed: int) -> tuple[str, Path
     raw, lake, tasks = work / "raw", str(work / "lake"), work / "tasks"
     generate_release(dataset, raw, events, seed=seed)
     ingest_source(spark, load_source(dataset), str(raw), lake)
-    run_split(spark, lake, dataset, load_split_conf(CONF_DIR / "split.yaml", dataset))
-    export_tasks(Lake(spark, lake), dataset, str(tasks), splits=["test"])
+    ref = DatasetRef(dataset)
+    run_split(spark, lake, ref, load_split_conf(CONF_DIR / "split.yaml", dataset))
+    export_tasks(Lake(spark, lake), ref, str(tasks), splits=["test"])
     return lake, tasks
 
 
@@ -106,7 +108,9 @@ def main() -> int:
         targets, items = write_lists(tasks, length or None, path, args.seed)
         command = run_submit(code, lake, args.dataset, path, f"cli_{length or 'all'}")
         began = time.perf_counter()
-        scored = submit(Lake(spark, lake), args.dataset, str(path), f"session_{length or 'all'}", strict=True)
+        scored = submit(
+            Lake(spark, lake), DatasetRef(args.dataset), str(path), f"session_{length or 'all'}", strict=True
+        )
         session = time.perf_counter() - began
         row = {
             "list_length": scored.longest_list,

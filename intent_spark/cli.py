@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from intent_spark.core.datasets import PROTOCOLS
+from intent_spark.core.datasets import PROTOCOLS, parse_dataset
 from intent_spark.core.errors import ConfError, IntentError
 from intent_spark.evaluate.corrections import CORRECTIONS, DEFAULT_CORRECTION
 from intent_spark.pipeline import commands
@@ -373,6 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if session is not None:
         session.LAUNCHED.clear()  # a session started before this command is not its own
     try:
+        _parse_dataset_names(args)
         writes = commands.written_datasets(args)
         if not writes:
             return int(args.func(args))
@@ -392,6 +393,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"intent {args.command}: error: {line}", file=sys.stderr)
         return 2
+
+
+def _parse_dataset_names(args: argparse.Namespace) -> None:
+    """Every dataset a command names, parsed once here: the commands pass ``DatasetRef``s on."""
+    for option in ("dataset", "source", "target"):
+        value = getattr(args, option, None)
+        if isinstance(value, str):
+            setattr(args, option, parse_dataset(value))
+        elif isinstance(value, list):
+            setattr(args, option, [parse_dataset(v) for v in value])
 
 
 def _spark_log_hint() -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.lake.session import PROFILE_ENV, build_session, spark_settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -185,7 +186,7 @@ def split_lake(spark, generated_lake):
 
     lake, _, _ = generated_lake
     for name in SOURCES:
-        run_split(spark, lake, name, load_split_conf(CONF_DIR / "split.yaml", name))
+        run_split(spark, lake, DatasetRef(name), load_split_conf(CONF_DIR / "split.yaml", name))
     return lake
 
 
@@ -200,7 +201,7 @@ def toy_lake(spark, tmp_path_factory):
     lake = str(tmp_path_factory.mktemp("lake_toy"))
     events = spark.createDataFrame(toy_event_rows(), S.EVENTS_SCHEMA).repartition(3)  # partition-proof
     write_dataset(events, lake, S.EVENTS, "toy")
-    return lake, run_split(spark, lake, "toy", SplitConf(seed=4))
+    return lake, run_split(spark, lake, DatasetRef("toy"), SplitConf(seed=4))
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.core.sources import SourceConf
 from intent_spark.ingest.events import _signal_type
@@ -245,13 +246,13 @@ def audit_verdicts(
 
 
 def audit_dataset(
-    spark: SparkSession, lake: str, dataset: str, conf: SourceConf, floor_users: int = SEQUENCE_FLOOR
+    spark: SparkSession, lake: str, dataset: DatasetRef, conf: SourceConf, floor_users: int = SEQUENCE_FLOOR
 ) -> pd.DataFrame:
     """The five criteria for one ingested dataset: one row per criterion (``COLUMNS``)."""
     return audit_verdicts(_measures_of(spark, lake, dataset), conf, floor_users)
 
 
-def _measures_of(spark: SparkSession, lake: str, dataset: str) -> dict[str, Any]:
+def _measures_of(spark: SparkSession, lake: str, dataset: DatasetRef) -> dict[str, Any]:
     measures = audit_measures(source_table(spark, lake, S.EVENTS, dataset))
     if not measures.get("events"):
         raise IntentError(f"{lake}/events holds no events of {dataset!r} (run `intent ingest` first)")
@@ -304,7 +305,7 @@ def audit_folder(lake: str) -> Path:
 def write_audit(
     spark: SparkSession,
     lake: str,
-    dataset: str,
+    dataset: DatasetRef,
     conf: SourceConf,
     floor_users: int = SEQUENCE_FLOOR,
     out: str | Path | None = None,

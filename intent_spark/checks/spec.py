@@ -3,7 +3,7 @@ checksums: a failure stops the run)."""
 
 from __future__ import annotations
 
-from intent_spark.core.datasets import parse_dataset
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.core.sources import SourceConf
 from intent_spark.core.stage import DATASET, Run, Stage, Task, known, per_dataset
@@ -19,14 +19,14 @@ def audit_tasks(run: Run) -> list[Task]:
     for entry in run.conf.datasets:
         conf = run.source_conf(entry)
 
-        def work(name: str = entry.name, conf: SourceConf = conf) -> None:
+        def work(name: DatasetRef = entry.name, conf: SourceConf = conf) -> None:
             run.progress(f"{name}: {audit_verdict(write_audit(run.spark, run.lake, name, conf, floor))}")
 
         tasks.append(Task(AUDIT.name, entry.name, work, known(floor)))
     return tasks
 
 
-def _verify(run: Run, name: str) -> None:
+def _verify(run: Run, name: DatasetRef) -> None:
     from intent_spark.checks.verify import verify_dataset
 
     failed = [f"{r.split}/{r.name}" for r in verify_dataset(run.spark, run.lake, name) if not r.ok]
@@ -37,7 +37,7 @@ def _verify(run: Run, name: str) -> None:
 
 def verify_tasks(run: Run) -> list[Task]:
     # A protocol variant fails the leak check by design: its leak is reported, not refused.
-    names = [*run.conf.names, *(v for v in run.variants() if not parse_dataset(v).protocol)]
+    names = [*run.conf.names, *(v for v in run.variants() if not v.protocol)]
     return per_dataset(run, VERIFY.name, names, _verify)
 
 

@@ -15,7 +15,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
-from intent_spark.core.datasets import parse_dataset
+from intent_spark.core.datasets import DatasetRef, parse_dataset
 from intent_spark.evaluate.leaks import leaked_targets
 from intent_spark.lake.checksum import table_checksums
 from intent_spark.lake.tables import has_table, ingested_source, read_table, source_table
@@ -61,7 +61,7 @@ class CheckResult:
 
 
 def check_split(
-    dataset: str,
+    dataset: DatasetRef,
     split: dict,
     population: DataFrame,
     holdout: DataFrame,
@@ -81,7 +81,7 @@ def check_split(
     into one, so the checks of a split are one Spark job over a handful of shuffles.
     """
     name = split[S.SPLIT]
-    source = parse_dataset(key or dataset).source
+    source = key or dataset.source
     expected = held_out(F.col(S.USER_ID), split["holdout_fraction"], split["seed"], source, name)
     truth = holdout.select(S.USER_ID, F.col(S.IS_NEW).alias("_stored"), expected.alias(NEW))
     checks = _SplitChecks(name, F.lit(split[S.CUTOFF]), truth, population, targets)
@@ -248,7 +248,7 @@ def count_violations(
     ]
 
 
-def verify_protocol(spark: SparkSession, lake: str, dataset: str) -> list[CheckResult]:
+def verify_protocol(spark: SparkSession, lake: str, dataset: DatasetRef) -> list[CheckResult]:
     """A protocol variant's leak (targets that some training event follows), then its
     checksums. Leave-last-out fails it by construction: that is what the check is for."""
     rows = leaked_targets(spark, lake, dataset).collect()  # one row per cell
@@ -272,9 +272,9 @@ def _checksum_results(spark: SparkSession, lake: str, dataset: str) -> list[Chec
     return results
 
 
-def verify_dataset(spark: SparkSession, lake: str, dataset: str) -> list[CheckResult]:
+def verify_dataset(spark: SparkSession, lake: str, dataset: DatasetRef) -> list[CheckResult]:
     """Every check of every split of a dataset, then the checksum manifest."""
-    if parse_dataset(dataset).protocol:
+    if dataset.protocol:
         return verify_protocol(spark, lake, dataset)
     events = source_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
     # The splits table has two rows per dataset (test, val).
@@ -342,8 +342,9 @@ def _model_inputs(
     return frames
 
 
-def lake_datasets(spark: SparkSession, lake: str) -> list[str]:
+def lake_datasets(spark: SparkSession, lake: str) -> list[DatasetRef]:
     """Datasets that have a splits table partition (a per-dataset list, not events); protocol
     variants only when named, since leave-last-out fails the leak check by design."""
     rows = read_table(spark, lake, S.SPLITS).select(S.DATASET).distinct().collect()  # one per dataset
-    return sorted(r[S.DATASET] for r in rows if not parse_dataset(r[S.DATASET]).protocol)
+    refs = sorted(parse_dataset(r[S.DATASET]) for r in rows)
+    return [ref for ref in refs if not ref.protocol]

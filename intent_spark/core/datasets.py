@@ -15,8 +15,6 @@ A model name with ``@`` (``sasrec_f@amazon_hk``) is a model trained on another d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
 
@@ -30,28 +28,55 @@ TRANSFER_SEPARATOR = "@"
 TRANSFER_MODELS = ("sasrec_f",)  # models that score items they never saw, by their tokens
 
 
-@dataclass(frozen=True)
-class DatasetRef:
-    """A dataset of the lake: its source (whose events it reads) and, for a variant, the
-    protocol or the holdout seed it was split with."""
+class DatasetRef(str):
+    """A dataset of the lake, parsed once where its name enters (a command's argument, a run
+    conf, a table's rows): its source (whose events it reads) and, for a variant, the protocol,
+    the holdout seed or the backtest origin it was split with.
+
+    It is its name as a ``str`` (a table's key, a log's, a file's), so it passes through every
+    function that only files rows under the name; a function that needs the parts takes a
+    ``DatasetRef``, and mypy holds the caller to parse the name first."""
 
     source: str
-    protocol: str | None = None
-    seed: int | None = None
-    origin: int | None = None  # backtest: month boundaries back from the data's end (1 = last)
+    protocol: str | None
+    seed: int | None
+    origin: int | None  # backtest: month boundaries back from the data's end (1 = last)
+
+    def __new__(
+        cls, source: str, protocol: str | None = None, seed: int | None = None, origin: int | None = None
+    ) -> DatasetRef:
+        variant = (
+            protocol
+            if protocol is not None
+            else f"{ORIGIN_PREFIX}{origin}"
+            if origin is not None
+            else None
+            if seed is None
+            else f"{SEED_PREFIX}{seed}"
+        )
+        ref = super().__new__(cls, source if variant is None else f"{source}{VARIANT_SEPARATOR}{variant}")
+        ref.__dict__.update(source=str(source), protocol=protocol, seed=seed, origin=origin)
+        return ref
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a DatasetRef is immutable: {name}")
+
+    def __reduce__(self) -> tuple:
+        # Pickled it is its plain name: Spark's JVM unpickles the rows of a local frame, and
+        # knows no Python class; a process that needs the parts parses the name again.
+        return (str, (str(self),))
+
+    def __repr__(self) -> str:
+        return f"DatasetRef({str(self)!r})"
 
     @property
     def name(self) -> str:
-        return self.source if self.variant is None else f"{self.source}{VARIANT_SEPARATOR}{self.variant}"
+        return str(self)
 
     @property
     def variant(self) -> str | None:
         """``leave_last_out``, ``horizon``, ``seed1``, ``origin2``; None for an ingested dataset."""
-        if self.protocol is not None:
-            return self.protocol
-        if self.origin is not None:
-            return f"{ORIGIN_PREFIX}{self.origin}"
-        return None if self.seed is None else f"{SEED_PREFIX}{self.seed}"
+        return str(self)[len(self.source) + 1 :] or None
 
     @property
     def is_variant(self) -> bool:
@@ -68,12 +93,12 @@ class DatasetRef:
         cutoff and holdout; a seed variant only the source's events."""
         return self.source if self.protocol else None
 
-    def __str__(self) -> str:
-        return self.name
-
 
 def parse_dataset(name: str) -> DatasetRef:
-    """The reference a dataset name stands for; a one-line error for an unknown variant."""
+    """The reference a dataset name stands for; a one-line error for an unknown variant. A name
+    already parsed is returned as it is."""
+    if isinstance(name, DatasetRef):
+        return name
     if not name or name.startswith(VARIANT_SEPARATOR):
         raise IntentError(f"dataset name {name!r}: give the ingested dataset before any '.'")
     source, dot, variant = name.partition(VARIANT_SEPARATOR)
@@ -93,16 +118,16 @@ def parse_dataset(name: str) -> DatasetRef:
     )
 
 
-def protocol_variant(dataset: str, protocol: str) -> str:
-    return DatasetRef(dataset, protocol=protocol).name
+def protocol_variant(dataset: str, protocol: str) -> DatasetRef:
+    return DatasetRef(dataset, protocol=protocol)
 
 
-def seed_variant(dataset: str, seed: int) -> str:
-    return DatasetRef(dataset, seed=seed).name
+def seed_variant(dataset: str, seed: int) -> DatasetRef:
+    return DatasetRef(dataset, seed=seed)
 
 
-def origin_variant(dataset: str, back: int) -> str:
-    return DatasetRef(dataset, origin=back).name
+def origin_variant(dataset: str, back: int) -> DatasetRef:
+    return DatasetRef(dataset, origin=back)
 
 
 def transfer_model(model: str, source: str) -> str:

@@ -22,6 +22,7 @@ the key and the closest known key, before any stage runs.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,9 @@ from intent_spark.core.conf import child, from_mapping, load_yaml
 from intent_spark.core.datasets import (
     PROTOCOLS,
     TRANSFER_MODELS,
+    DatasetRef,
     origin_variant,
+    parse_dataset,
     protocol_variant,
     seed_variant,
 )
@@ -45,13 +48,16 @@ SEQUENCE_FLOOR = 25_000  # the paper's floor: users with 3+ events
 class DatasetEntry:
     """One dataset of a run: generated (``events``) unless ``raw`` names its release files."""
 
-    name: str
+    name: DatasetRef  # parsed here, where the name enters the run
     source: str = ""  # the source conf (default: the name); ``cct`` for ``cct_mcc``
     events: int = DEFAULT_EVENTS
     raw: str | None = None
     conf: str | None = None  # a source conf file instead of the built-in one
     item_level: str | None = None
     per_signal: bool | None = None  # KuaiRand: one event per set signal
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", parse_dataset(self.name))
 
     @property
     def source_name(self) -> str:
@@ -67,23 +73,28 @@ class AuditConf:
 class CompareConf:
     """What to run beside the INTENT cells; empty means nothing."""
 
-    datasets: tuple[str, ...] = ()  # where protocols, seeds and sensitivity run
+    datasets: tuple[DatasetRef, ...] = ()  # where protocols, seeds and sensitivity run
     protocols: tuple[str, ...] = ()
     seeds: tuple[int, ...] = ()
-    transfer: tuple[tuple[str, str], ...] = ()  # (source, target)
+    transfer: tuple[tuple[DatasetRef, DatasetRef], ...] = ()  # (source, target)
     all_signals: dict[str, str] = field(default_factory=dict)  # one-per-impression -> all-signals
     replicates: int = 200  # bootstrap replicates of the protocol agreement intervals
 
-    def protocol_variants(self, dataset: str) -> list[str]:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "datasets", tuple(map(parse_dataset, self.datasets)))
+        pairs = tuple((parse_dataset(s), parse_dataset(t)) for s, t in self.transfer)
+        object.__setattr__(self, "transfer", pairs)
+
+    def protocol_variants(self, dataset: str) -> list[DatasetRef]:
         return [protocol_variant(dataset, p) for p in self.protocols]
 
-    def seed_variants(self, dataset: str) -> list[str]:
+    def seed_variants(self, dataset: str) -> list[DatasetRef]:
         return [seed_variant(dataset, s) for s in self.seeds]
 
     def any(self) -> bool:
         return bool(self.protocols or self.seeds or self.transfer or self.all_signals or self.datasets)
 
-    def variants(self) -> list[str]:
+    def variants(self) -> list[DatasetRef]:
         return [v for d in self.datasets for v in self.protocol_variants(d) + self.seed_variants(d)]
 
 
@@ -94,10 +105,13 @@ class BacktestConf:
     models; ``datasets`` empty means every dataset of the run."""
 
     origins: int = 3
-    datasets: tuple[str, ...] = ()
+    datasets: tuple[DatasetRef, ...] = ()
     replicates: int = 200  # paired user-bootstrap replicates of Kendall tau-b between origins
 
-    def variants(self, dataset: str) -> list[str]:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "datasets", tuple(map(parse_dataset, self.datasets)))
+
+    def variants(self, dataset: str) -> list[DatasetRef]:
         """Oldest origin first."""
         return [origin_variant(dataset, back) for back in range(self.origins, 0, -1)]
 
@@ -126,7 +140,7 @@ class RunConf:
     path: str = field(default="", metadata={"internal": True})  # the file it was read from
 
     @property
-    def names(self) -> list[str]:
+    def names(self) -> list[DatasetRef]:
         return [entry.name for entry in self.datasets]
 
     @property
@@ -138,13 +152,13 @@ class RunConf:
         return Path(self.report) if self.report else Path(self.workdir) / "report"
 
     @property
-    def backtested(self) -> list[str]:
+    def backtested(self) -> list[DatasetRef]:
         """The datasets the backtest repeats the split of (none without ``backtest:``)."""
         if self.backtest is None:
             return []
         return list(self.backtest.datasets or self.names)
 
-    def backtest_variants(self) -> list[str]:
+    def backtest_variants(self) -> list[DatasetRef]:
         backtest = self.backtest
         return [v for d in self.backtested for v in backtest.variants(d)] if backtest else []
 
@@ -179,7 +193,7 @@ def load_run_conf(path: str | Path) -> RunConf:
     return conf
 
 
-def check_backtest(conf: BacktestConf, datasets: list[str], where: str) -> None:
+def check_backtest(conf: BacktestConf, datasets: Sequence[str], where: str) -> None:
     if conf.origins < 1:
         raise ConfError(f"{child(where, 'origins')}: needs at least 1 origin, got {conf.origins}")
     if conf.replicates < 1:
@@ -192,7 +206,7 @@ def check_backtest(conf: BacktestConf, datasets: list[str], where: str) -> None:
         )
 
 
-def check_compare(conf: CompareConf, datasets: list[str], models: list[str], where: str) -> None:
+def check_compare(conf: CompareConf, datasets: Sequence[str], models: list[str], where: str) -> None:
     """The ``compare:`` part names only the run's datasets, known protocols and a content model."""
     pairs = [*conf.transfer, *conf.all_signals.items()]
     missing = sorted({*conf.datasets, *(d for pair in pairs for d in pair)} - set(datasets))

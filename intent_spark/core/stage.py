@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
+from intent_spark.core.datasets import DatasetRef
+
 DATASET = "dataset"  # once per dataset of the run (and per variant, where the stage applies)
 DATASET_MODEL = "dataset x model"
 TRANSFER_PAIR = "transfer pair"
@@ -101,17 +103,17 @@ class Run(Protocol):
         """Drop a stage's record from a dataset's log: its outputs went, so it runs again."""
         ...
 
-    def scored(self) -> list[str]:
+    def scored(self) -> list[DatasetRef]:
         """Datasets whose models are trained and scored: the run's, then the variants."""
         ...
 
-    def variants(self) -> list[str]: ...
+    def variants(self) -> list[DatasetRef]: ...
 
     def splits_of(self, dataset: str) -> tuple[str, ...]:
         """The splits a dataset's models train on."""
         ...
 
-    def split_conf(self, name: str, overrides: dict[str, Any] | None = None) -> Any: ...
+    def split_conf(self, name: DatasetRef, overrides: dict[str, Any] | None = None) -> Any: ...
 
     def source_conf(self, entry: Any) -> Any: ...
 
@@ -126,7 +128,9 @@ class Run(Protocol):
         ...
 
 
-def per_dataset(run: Run, stage: str, names: Iterable[str], work: Callable[[Run, str], None]) -> list[Task]:
+def per_dataset(
+    run: Run, stage: str, names: Iterable[DatasetRef], work: Callable[[Run, DatasetRef], None]
+) -> list[Task]:
     """A ``stage`` task per dataset of ``names``, with no settings of its own: its outputs change
     only when those of the tasks it reads do."""
     return [Task(stage, n, partial(work, run, n)) for n in names]

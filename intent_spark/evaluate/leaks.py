@@ -9,6 +9,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.lake.reports import compare_folder
 from intent_spark.lake.tables import read_table
 from intent_spark.split.cells import training_events
@@ -23,7 +24,7 @@ def targets_preceding_training(training: DataFrame, targets: DataFrame) -> DataF
     )
 
 
-def leaked_targets(spark: SparkSession, lake: str, dataset: str) -> DataFrame:
+def leaked_targets(spark: SparkSession, lake: str, dataset: DatasetRef) -> DataFrame:
     """Per test cell: ``n_targets`` and ``n_leaked``, the targets some training event of the
     split follows in time (an INTENT split's, or a protocol variant's). One row per cell."""
     from intent_spark.split.populations import labelled_populations
@@ -40,7 +41,7 @@ def leaked_targets(spark: SparkSession, lake: str, dataset: str) -> DataFrame:
     )
 
 
-def write_leaks(spark: SparkSession, lake: str, dataset: str) -> Path:
+def write_leaks(spark: SparkSession, lake: str, dataset: DatasetRef) -> Path:
     """Per test cell, the targets that some training event follows in time."""
     table = leaked_targets(spark, lake, dataset).toPandas()  # one row per cell
     table.insert(0, S.DATASET, dataset)

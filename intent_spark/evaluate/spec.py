@@ -3,18 +3,18 @@ read its outputs or the split's: leaks, protocol agreement and backtest."""
 
 from __future__ import annotations
 
-from intent_spark.core.datasets import parse_dataset
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.stage import DATASET, Run, Stage, Task, known, per_dataset
 
 
-def _write_leaks(run: Run, name: str) -> None:
+def _write_leaks(run: Run, name: DatasetRef) -> None:
     from intent_spark.evaluate.leaks import write_leaks
 
     write_leaks(run.spark, run.lake, name)
 
 
 def leaks_tasks(run: Run) -> list[Task]:
-    names = [*run.conf.compare.datasets, *(v for v in run.variants() if parse_dataset(v).protocol)]
+    names = [*run.conf.compare.datasets, *(v for v in run.variants() if v.protocol)]
     return per_dataset(run, LEAKS.name, names, _write_leaks)
 
 
@@ -25,7 +25,7 @@ def evaluate_tasks(run: Run) -> list[Task]:
     for name in run.scored():
         floor = run.split_conf(name).floor_users
 
-        def work(name: str = name, floor: int = floor) -> None:
+        def work(name: DatasetRef = name, floor: int = floor) -> None:
             evaluate(run.lake_context(), name, floor_users=floor, correction=run.conf.correction)
 
         tasks.append(Task(EVALUATE.name, name, work, known(floor, run.conf.correction)))
@@ -41,7 +41,7 @@ def agreement_tasks(run: Run) -> list[Task]:
     tasks = []
     for name in compare.datasets:
 
-        def work(name: str = name) -> None:
+        def work(name: DatasetRef = name) -> None:
             write_agreement(run.spark, run.lake, name, compare.protocols, replicates=compare.replicates)
 
         evaluated = tuple((EVALUATE.name, d, None) for d in [name, *compare.protocol_variants(name)])
@@ -58,7 +58,7 @@ def backtest_tasks(run: Run) -> list[Task]:
     tasks = []
     for name in run.conf.backtested:
 
-        def work(name: str = name) -> None:
+        def work(name: DatasetRef = name) -> None:
             path = write_backtest(run.spark, run.lake, name, backtest.origins, replicates=backtest.replicates)
             run.progress(f"{name}: backtest over {backtest.origins} origins in {path}")
 

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.exchange.tasks import split_targets
 from intent_spark.lake.context import Lake
@@ -515,7 +516,7 @@ def check_name(name: str) -> None:
 
 
 def submit(
-    lake: Lake, dataset: str, path: str, name: str, *, split: str = S.TEST, strict: bool = False
+    lake: Lake, dataset: DatasetRef, path: str, name: str, *, split: str = S.TEST, strict: bool = False
 ) -> Scored:
     """Check the submission, write its ranks (every target of the split: rejected and missing
     ones as misses), its ``submissions`` row, its rejects and its MLflow run."""

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.exchange.formats import format_text
 from intent_spark.lake.context import Lake
@@ -130,7 +131,12 @@ def training_rows(labelled: DataFrame, attributes: DataFrame, amounts: bool) -> 
 
 
 def export_tasks(
-    lake: Lake, dataset: str, out: str, *, splits: Sequence[str] | None = None, context: int = DEFAULT_CONTEXT
+    lake: Lake,
+    dataset: DatasetRef,
+    out: str,
+    *,
+    splits: Sequence[str] | None = None,
+    context: int = DEFAULT_CONTEXT,
 ) -> list[Exported]:
     """Write the files of each split (default: every split of the dataset) under ``out``."""
     spark, root, progress = lake.spark, lake.root, lake.progress

@@ -11,6 +11,7 @@ import numpy as np
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.lake.context import Lake
 from intent_spark.lake.readers import split_files, user_blocks
@@ -37,7 +38,7 @@ class TopItemsExport:
 @saves_tracebacks
 def export_top_items(
     lake: Lake,
-    dataset: str,
+    dataset: DatasetRef,
     model: str,
     conf: ModelsConf,
     export: TopItemsExport,

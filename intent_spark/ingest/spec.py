@@ -29,7 +29,9 @@ def ingest_tasks(run: Run) -> list[Task]:
                 return None  # the release is written first; its files' times are not known yet
             return (raw_listing(folder), repr(conf))
 
-        tasks.append(Task(INGEST.name, entry.name, work, settings))
+        # It reads the release files themselves (in its settings), however they came: generated
+        # or given, the same files are the same inputs.
+        tasks.append(Task(INGEST.name, entry.name, work, settings, reads=()))
     return tasks
 
 

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from intent_spark.core.datasets import parse_dataset
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.core.progress import Progress, silent
 
@@ -276,12 +276,12 @@ def _store_failure(lake: str, source: str, exc: BaseException) -> IntentError:
 
 @contextmanager
 def dataset_lock(
-    lake: str, datasets: Iterable[str], command: str, progress: Progress = silent
+    lake: str, datasets: Iterable[DatasetRef], command: str, progress: Progress = silent
 ) -> Iterator[None]:
     """Hold the write lock of every source of ``datasets`` inside the block (all or none)."""
     from intent_spark.lake.files import on_store
 
-    sources = sorted({parse_dataset(d).source for d in datasets})
+    sources = sorted({d.source for d in datasets})
     root = _local_root(lake)
     locks: _FolderLocks | _StoreLocks | None = None
     if sources and root is not None:

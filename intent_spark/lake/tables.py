@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
-from intent_spark.core.datasets import parse_dataset
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.lake.integrity import LOG, check_table, log_versions, note_own_commit, table_root
 
@@ -145,20 +145,19 @@ def read_table(spark: SparkSession, lake: str, table: str, dataset: str | None =
     return df if dataset is None else df.where(F.col(S.DATASET) == dataset)
 
 
-def source_table(spark: SparkSession, lake: str, table: str, dataset: str) -> DataFrame:
+def source_table(spark: SparkSession, lake: str, table: str, dataset: DatasetRef) -> DataFrame:
     """An ingested table (events, items, users) of a dataset, or of the source a variant reads
     (``amazon_hk.seed1`` reads ``amazon_hk``'s events: nothing is copied). A backtest origin
     (``amazon_hk.origin2``) reads the events before its origin only: every stage sees the data
     as it stood then."""
-    ref = parse_dataset(dataset)
-    rows = read_table(spark, lake, table, ref.source)
-    if ref.origin is None or table != S.EVENTS:
+    rows = read_table(spark, lake, table, dataset.source)
+    if dataset.origin is None or table != S.EVENTS:
         return rows
-    return rows.where(F.col(S.TS) < F.lit(backtest_origin(rows, ref.origin)))
+    return rows.where(F.col(S.TS) < F.lit(backtest_origin(rows, dataset.origin)))
 
 
 @contextmanager
-def persisted_events(spark: SparkSession, lake: str, dataset: str) -> Iterator[DataFrame]:
+def persisted_events(spark: SparkSession, lake: str, dataset: DatasetRef) -> Iterator[DataFrame]:
     """A dataset's events (``user_id, item_id, ts, seq``) read from the lake once and persisted
     for one stage, released when the block ends: every table of the stage is computed from this
     one set, and nothing of it outlives the stage (a killed driver takes it with it)."""
@@ -190,12 +189,12 @@ def backtest_origin(events: DataFrame, back: int) -> datetime:
     return months_before(latest, back - 1)
 
 
-def ingest_record(spark: SparkSession, lake: str, dataset: str) -> tuple[str, str]:
+def ingest_record(spark: SparkSession, lake: str, dataset: DatasetRef) -> tuple[str, str]:
     """The source conf a dataset (or a variant's source) was ingested with and its item level,
     as its ingest manifest records them (``("cct", "mcc")`` for ``cct_mcc``). A dataset not
     ingested from files (a hand-built table), or ingested before they were recorded, is its own
     source at the default level."""
-    source, level = parse_dataset(dataset).source, S.DEFAULT_ITEM_LEVEL
+    source, level = dataset.source, S.DEFAULT_ITEM_LEVEL
     if not has_table(spark, lake, S.INGEST_FILES):
         return source, level
     manifest = read_table(spark, lake, S.INGEST_FILES, source)
@@ -207,7 +206,7 @@ def ingest_record(spark: SparkSession, lake: str, dataset: str) -> tuple[str, st
     return (source, level) if found is None else (found[0], found[1])
 
 
-def ingested_source(spark: SparkSession, lake: str, dataset: str) -> str:
+def ingested_source(spark: SparkSession, lake: str, dataset: DatasetRef) -> str:
     """The source conf a dataset was ingested with (``cct`` for ``cct_mcc``); else its own name."""
     return ingest_record(spark, lake, dataset)[0]
 

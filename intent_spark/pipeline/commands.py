@@ -14,6 +14,7 @@ from typing import Any
 
 from intent_spark.core import schema as S
 from intent_spark.core.conf import CONF_DIR
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.core.sources import at_item_level, load_source
 from intent_spark.lake.context import Lake
@@ -47,7 +48,7 @@ WRITERS = {
 }
 
 
-def written_datasets(args: argparse.Namespace) -> list[str]:
+def written_datasets(args: argparse.Namespace) -> list[DatasetRef]:
     """The datasets whose tables this command writes (none for one that only reads)."""
     name = WRITERS.get(args.command)
     if name is None or getattr(args, "export", None):  # score --export writes a file, not ranks
@@ -88,7 +89,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_split(args: argparse.Namespace) -> int:
-    from intent_spark.core.datasets import parse_dataset
     from intent_spark.lake.files import on_store
     from intent_spark.lake.tables import has_table, ingested_source, read_table
     from intent_spark.report.split import split_report_writer
@@ -99,7 +99,7 @@ def cmd_split(args: argparse.Namespace) -> int:
         raise IntentError(
             f"{args.lake}: a lake on an object store keeps no split report; give --out a local folder or a Volume"
         )
-    ref = parse_dataset(args.dataset)
+    ref = args.dataset
     flags = {
         key: value
         for key, value in (
@@ -128,7 +128,7 @@ def cmd_split(args: argparse.Namespace) -> int:
     )
     out = Path(args.out) if args.out else None
     writer = None if ref.protocol else split_report_writer(args.lake, args.dataset, out, report)
-    split_one(spark, args.lake, args.dataset, conf, report, report=writer)
+    split_one(spark, args.lake, ref, conf, report, report=writer)
     if ref.protocol:
         report(f"{args.dataset}: protocol split written (test split only; `intent verify` reports its leak)")
     else:
@@ -362,14 +362,13 @@ def cmd_transfer(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from intent_spark.core.datasets import parse_dataset
     from intent_spark.evaluate.metrics import evaluate
     from intent_spark.lake.tracking import default_tracking_uri
     from intent_spark.split.conf import load_split_conf
 
     if args.replicates is not None:
         raise IntentError(
-            f"--replicates moved: `intent agreement --dataset {parse_dataset(args.dataset).source} "
+            f"--replicates moved: `intent agreement --dataset {args.dataset.source} "
             f"--replicates {args.replicates}` orders a dataset's protocols"
         )
     floor = load_split_conf(args.conf or CONF_DIR / "split.yaml", args.dataset).floor_users
@@ -386,7 +385,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     report(
         f"{args.dataset}: {rows:,} metric rows in {args.lake}/metrics, per-user scores in {args.lake}/user_metrics"
     )
-    ref = parse_dataset(args.dataset)
+    ref = args.dataset
     if ref.protocol:
         report(
             f"{ref.source}: order its protocols' models against its cells: `intent agreement --dataset {ref.source}`"
@@ -470,10 +469,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         print("\n".join(lines))
         return 0
-    from intent_spark.core.datasets import parse_dataset
     from intent_spark.lake.files import remove_staging
     from intent_spark.lake.locks import dataset_lock
 
     with dataset_lock(runner.lake, conf.names, getattr(args, "command_line", "intent run"), report):
-        remove_staging(runner.lake, {parse_dataset(name).source for name in conf.names}, report)
+        remove_staging(runner.lake, {name.source for name in conf.names}, report)
         return run_pipeline(runner)

@@ -20,7 +20,7 @@ from typing import Any
 
 from intent_spark.core import schema as S
 from intent_spark.core.conf import CONF_DIR, child
-from intent_spark.core.datasets import parse_dataset
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.core.progress import Progress, silent
 from intent_spark.core.runconf import DatasetEntry, RunConf
@@ -169,16 +169,16 @@ class Runner:
         return self.parent
 
     # --- what the conf asks for ---
-    def variants(self) -> list[str]:
+    def variants(self) -> list[DatasetRef]:
         return [*self.conf.compare.variants(), *self.conf.backtest_variants()]
 
-    def scored(self) -> list[str]:
+    def scored(self) -> list[DatasetRef]:
         """Datasets whose models are trained and scored: the run's, then the variants."""
         return [*self.conf.names, *self.variants()]
 
-    def split_conf(self, name: str, overrides: dict[str, Any] | None = None) -> SplitConf:
+    def split_conf(self, name: DatasetRef, overrides: dict[str, Any] | None = None) -> SplitConf:
         """A dataset's (or variant's) split conf; per-dataset entries fall back to its source's."""
-        source = parse_dataset(name).source
+        source = name.source
         return load_split_conf(self.split_conf_path, source, overrides, source=self.conf.source_of(source))
 
     def source_conf(self, entry: DatasetEntry) -> SourceConf:
@@ -228,6 +228,9 @@ class Runner:
         """The task read first that runs before this one, named in a plan."""
         assert task.reads is not None
         pending = [k for k in task.reads if k in self.planned_runs or self.done.get(k) is None]
+        # a task that reads no task's outputs may still wait for files an earlier one writes
+        after = graph.stage(task.stage).after
+        pending += [k for k in self.planned_runs if k[0] in after and k[1] == task.dataset]
         key = (pending or list(task.reads) or [task.key])[0]
         return f"{names.get(key, key[0])} of {key[1]}"
 

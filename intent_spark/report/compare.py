@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
-from intent_spark.core.datasets import PROTOCOLS, is_transfer, parse_dataset
+from intent_spark.core.datasets import PROTOCOLS, DatasetRef, is_transfer, parse_dataset
 from intent_spark.core.runconf import CompareConf
 from intent_spark.lake.figures import interval_bars, pyplot, save_figure
 from intent_spark.lake.reports import read_compare_csv
@@ -93,9 +93,9 @@ def agreement_table(agreement: pd.DataFrame, dataset: str) -> pd.DataFrame:
 def seed_spread(metrics: pd.DataFrame, dataset: str, split_seed: int, conf: CompareConf) -> pd.DataFrame:
     """Every test cell's NDCG@10 under each holdout seed, with mean, spread and the typical
     width of one split's 95% interval."""
-    variants = {
+    variants: dict[str, int] = {
         dataset: split_seed,
-        **{v: int(parse_dataset(v).seed or 0) for v in conf.seed_variants(dataset)},
+        **{v: int(v.seed or 0) for v in conf.seed_variants(dataset)},
     }
     rows = own_primary_rows(metrics, list(variants))
     if rows[S.DATASET].nunique() < 2:
@@ -194,9 +194,9 @@ def plot_seed_spread(
 ) -> Path:
     """Each seed's NDCG@10 per cell and model (one dot per seed)."""
     plt = pyplot()
-    variants = {
+    variants: dict[str, int] = {
         dataset: split_seed,
-        **{v: int(parse_dataset(v).seed or 0) for v in conf.seed_variants(dataset)},
+        **{v: int(v.seed or 0) for v in conf.seed_variants(dataset)},
     }
     rows = own_primary_rows(metrics, list(variants))
     cells = [c for c in S.CELLS if c in set(rows[S.CELL])]
@@ -339,15 +339,16 @@ def lake_compare_conf(
     variants = [r for r in refs if r.is_variant and r.origin is None and r.source in datasets]
     protocols = tuple(p for p in PROTOCOLS if any(r.protocol == p for r in variants))
     seeds = sorted({r.seed for r in variants if r.seed is not None})
-    transfer: tuple[tuple[str, str], ...] = ()
+    transfer: tuple[tuple[DatasetRef, DatasetRef], ...] = ()
     if has_table(spark, lake, S.TRANSFERS):
         pairs = read_table(spark, lake, S.TRANSFERS).select(S.SOURCE, S.DATASET).distinct().collect()  # pairs
-        transfer = tuple(sorted((r[S.SOURCE], r[S.DATASET]) for r in pairs if r[S.DATASET] in datasets))
+        found = sorted((r[S.SOURCE], r[S.DATASET]) for r in pairs if r[S.DATASET] in datasets)
+        transfer = tuple((parse_dataset(s), parse_dataset(t)) for s, t in found)
     with_variants = sorted({r.source for r in variants})
     sensitivity = read_compare_csv(lake, "sensitivity")
     with_sensitivity = sorted(set(sensitivity[S.DATASET]) & set(datasets)) if not sensitivity.empty else []
     return CompareConf(
-        datasets=tuple(sorted({*with_variants, *with_sensitivity})),
+        datasets=tuple(parse_dataset(d) for d in sorted({*with_variants, *with_sensitivity})),
         protocols=protocols,
         seeds=tuple(seeds),
         transfer=transfer,

@@ -94,6 +94,8 @@ def load_results(
     for dataset in chosen:
         saved = Path(lake) / "reports" / "split" / f"{dataset}.json"
         summaries[dataset] = (
-            json.loads(saved.read_text()) if saved.exists() else split_summary(spark, lake, dataset)
+            json.loads(saved.read_text())
+            if saved.exists()
+            else split_summary(spark, lake, parse_dataset(dataset))
         )
     return Results(metrics.reset_index(drop=True), comparisons.reset_index(drop=True), summaries, correction)

@@ -6,7 +6,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
-from intent_spark.core.datasets import parse_dataset
 
 HASH_BUCKETS = 1 << 30
 
@@ -18,9 +17,10 @@ def hash_fraction(user_id: Column, salt: str) -> Column:
 
 def holdout_salt(seed: int, key: str, split: str) -> str:
     """Different splits and seeds hold out independent sets of users. ``key`` is the source the
-    users come from (``io.ingested_source``): a variant (``amazon_hk.seed1``) or another item
-    level (``cct_mcc``) of a source holds out the same users as the source under the same seed."""
-    return f"intent-holdout:{seed}:{parse_dataset(key).source}:{split}"
+    users come from (``lake.tables.ingested_source``, never a variant's name): a variant
+    (``amazon_hk.seed1``) or another item level (``cct_mcc``) of a source holds out the same
+    users as the source under the same seed."""
+    return f"intent-holdout:{seed}:{key}:{split}"
 
 
 def is_held_out(user_id: Column, fraction: float, seed: int, key: str, split: str) -> Column:
@@ -28,10 +28,10 @@ def is_held_out(user_id: Column, fraction: float, seed: int, key: str, split: st
 
 
 def assign_holdout(
-    users: DataFrame, *, fraction: float, seed: int, dataset: str, split: str, key: str | None = None
+    users: DataFrame, *, fraction: float, seed: int, dataset: str, split: str, key: str
 ) -> DataFrame:
     """One row per distinct user of ``users`` (any frame with ``user_id``): HOLDOUT_SCHEMA.
-    ``key`` names the users' source for the hash (default ``dataset``)."""
+    ``key`` names the users' source for the hash (``holdout_salt``)."""
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"holdout_fraction must be in (0, 1), got {fraction}")
     return (
@@ -41,7 +41,7 @@ def assign_holdout(
             F.lit(dataset).alias(S.DATASET),
             F.lit(split).alias(S.SPLIT),
             S.USER_ID,
-            is_held_out(F.col(S.USER_ID), fraction, seed, key or dataset, split).alias(S.IS_NEW),
+            is_held_out(F.col(S.USER_ID), fraction, seed, key, split).alias(S.IS_NEW),
         )
     )
 
@@ -52,7 +52,7 @@ def sample_users(users: DataFrame, n: int, seed: int, key: str, split: str) -> D
     ``orderBy().limit()`` runs as a per-partition top-n merged on the driver (n rows), so it
     never sorts all users in one partition.
     """
-    salt = f"intent-sample:{seed}:{parse_dataset(key).source}:{split}"
+    salt = f"intent-sample:{seed}:{key}:{split}"
     return (
         users.select(S.USER_ID)
         .distinct()

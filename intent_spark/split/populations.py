@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
-from intent_spark.core.datasets import parse_dataset
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.lake.tables import ingest_record, read_table, source_table
 from intent_spark.split.cells import training_events, with_period
 from intent_spark.split.holdout import is_held_out
@@ -24,7 +24,7 @@ def split_cutoffs(spark: SparkSession, lake: str, dataset: str) -> dict[str, dat
 
 
 def labelled_populations(
-    spark: SparkSession, lake: str, dataset: str, events: DataFrame | None = None
+    spark: SparkSession, lake: str, dataset: DatasetRef, events: DataFrame | None = None
 ) -> dict[str, DataFrame]:
     """Each split's population with ``is_new`` and ``period``, from the stored cutoffs and the
     holdout's own hash (a function of the user id, the seed and the fraction the splits table
@@ -36,7 +36,7 @@ def labelled_populations(
     """
     from intent_spark.split.protocols import protocol_population
 
-    if parse_dataset(dataset).protocol:
+    if dataset.protocol:
         return {S.TEST: protocol_population(spark, lake, dataset)}
     rows = {r[S.SPLIT]: r for r in read_table(spark, lake, S.SPLITS, dataset).collect()}  # two rows
     key = ingest_record(spark, lake, dataset)[0]

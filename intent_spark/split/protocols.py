@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
-from intent_spark.core.datasets import HORIZON, LEAVE_LAST_OUT, PROTOCOLS, DatasetRef, parse_dataset
+from intent_spark.core.datasets import HORIZON, LEAVE_LAST_OUT, PROTOCOLS, DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.core.progress import Progress, silent
 from intent_spark.lake.tables import has_table, ingested_source, read_table, write_dataset
@@ -132,7 +132,7 @@ def _source_test_split(spark: SparkSession, lake: str, ref: DatasetRef) -> dict:
 
 
 def protocol_holdout(
-    events: DataFrame, protocol: str, dataset: str, source_split: dict, key: str | None = None
+    events: DataFrame, protocol: str, dataset: str, source_split: dict, key: str
 ) -> DataFrame:
     """HOLDOUT_SCHEMA rows of the protocol's test split: nobody new under leave-last-out, the
     INTENT test holdout (same users, same seed) under HORIZON."""
@@ -163,31 +163,29 @@ def label_protocol(events: DataFrame, protocol: str, holdout: DataFrame, cutoff:
     return label_horizon(events, holdout, cutoff)
 
 
-def protocol_population(spark: SparkSession, lake: str, dataset: str) -> DataFrame:
+def protocol_population(spark: SparkSession, lake: str, dataset: DatasetRef) -> DataFrame:
     """The labelled test population of a protocol variant, from its stored holdout and cutoff."""
-    ref = parse_dataset(dataset)
-    assert ref.protocol is not None
-    events = read_table(spark, lake, S.EVENTS, ref.source).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+    assert dataset.protocol is not None
+    events = read_table(spark, lake, S.EVENTS, dataset.source).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
     split = read_table(spark, lake, S.SPLITS, dataset).where(F.col(S.SPLIT) == S.TEST).first()  # one row
     holdout = read_table(spark, lake, S.HOLDOUT, dataset).where(F.col(S.SPLIT) == S.TEST)
-    return label_protocol(events, ref.protocol, holdout, split[S.CUTOFF])
+    return label_protocol(events, dataset.protocol, holdout, split[S.CUTOFF])
 
 
 def run_protocol_split(
     spark: SparkSession,
     lake: str,
-    dataset: str,
+    dataset: DatasetRef,
     max_per_period: int,
     progress: Progress = silent,
 ) -> None:
     """Write holdout, splits, targets, split_counts and checksums of a protocol variant
     (``amazon_hk.horizon``); its source must be split first."""
-    ref = parse_dataset(dataset)
-    protocol = ref.protocol
+    protocol = dataset.protocol
     if protocol is None:
         raise IntentError(f"{dataset}: not a protocol variant (known: {', '.join(PROTOCOLS)})")
-    source = _source_test_split(spark, lake, ref)
-    events = read_table(spark, lake, S.EVENTS, ref.source).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+    source = _source_test_split(spark, lake, dataset)
+    events = read_table(spark, lake, S.EVENTS, dataset.source).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
     progress(f"{dataset}: {protocol} split at {source[S.CUTOFF]:%Y-%m-%d}")
     key = ingested_source(spark, lake, dataset)
     write_dataset(protocol_holdout(events, protocol, dataset, source, key), lake, S.HOLDOUT, dataset)

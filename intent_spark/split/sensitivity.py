@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.lake.reports import compare_folder
 from intent_spark.lake.tables import ingested_source, source_table
 from intent_spark.split.conf import SplitConf
@@ -152,7 +153,7 @@ def cutoff_sensitivity(
     fraction: float,
     seed: int,
     rule: CutoffRule,
-    key: str | None = None,
+    key: str,
 ) -> pd.DataFrame:
     """One row per variant of ``rule`` for the test split of ``events`` (``user_id``, ``ts``).
 
@@ -161,9 +162,7 @@ def cutoff_sensitivity(
     """
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"holdout fraction must be in (0, 1), got {fraction}")
-    flagged = events.withColumn(
-        S.IS_NEW, is_held_out(F.col(S.USER_ID), fraction, seed, key or dataset, S.TEST)
-    )
+    flagged = events.withColumn(S.IS_NEW, is_held_out(F.col(S.USER_ID), fraction, seed, key, S.TEST))
     first, last = time_span(events)
     variants = rule_variants(rule)
     # A histogram no variant reads is not worth a pass over the events (long datasets: days).
@@ -176,7 +175,7 @@ def cutoff_sensitivity(
     return table
 
 
-def write_sensitivity(spark: SparkSession, lake: str, dataset: str, conf: SplitConf) -> Path:
+def write_sensitivity(spark: SparkSession, lake: str, dataset: DatasetRef, conf: SplitConf) -> Path:
     """The cutoff under other bands and day/month switches (one row per variant of the rule)."""
     from intent_spark.split.sensitivity import cutoff_sensitivity
 

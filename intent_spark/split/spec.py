@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from intent_spark.core.datasets import DatasetRef, parse_dataset
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.stage import DATASET, Run, Stage, Task, known, per_dataset
 from intent_spark.ingest.spec import INGEST
 from intent_spark.split.conf import SplitConf
@@ -26,7 +26,7 @@ def variant_overrides(ref: DatasetRef) -> dict[str, Any]:
 def split_one(
     spark: Any,
     lake: str,
-    dataset: str,
+    dataset: DatasetRef,
     conf: SplitConf,
     progress: Callable[[str], None],
     report: Callable[[dict[str, Any]], object] | None = None,
@@ -36,7 +36,7 @@ def split_one(
     from intent_spark.split.protocols import run_protocol_split
     from intent_spark.split.stage import run_split
 
-    if parse_dataset(dataset).protocol:
+    if dataset.protocol:
         run_protocol_split(spark, lake, dataset, conf.max_targets_per_period, progress=progress)
     else:
         run_split(spark, lake, dataset, conf, progress=progress, report=report)
@@ -47,7 +47,7 @@ def split_tasks(run: Run) -> list[Task]:
     for entry in run.conf.datasets:
         conf = run.split_conf(entry.name)
 
-        def work(name: str = entry.name, conf: SplitConf = conf) -> None:
+        def work(name: DatasetRef = entry.name, conf: SplitConf = conf) -> None:
             split_one(run.spark, run.lake, name, conf, run.progress, report=run.split_report(name))
 
         tasks.append(Task(SPLIT.name, entry.name, work, known(repr(conf))))
@@ -57,7 +57,7 @@ def split_tasks(run: Run) -> list[Task]:
         for variant in compare.protocol_variants(name):
             per_period = conf.max_targets_per_period
 
-            def protocol_work(variant: str = variant, conf: SplitConf = conf) -> None:
+            def protocol_work(variant: DatasetRef = variant, conf: SplitConf = conf) -> None:
                 split_one(run.spark, run.lake, variant, conf, run.progress)
 
             # A protocol split takes its source's test cutoff and holdout: it reads that split.
@@ -65,9 +65,9 @@ def split_tasks(run: Run) -> list[Task]:
             settings = known(variant, per_period)
             tasks.append(Task(SPLIT.name, variant, protocol_work, settings, reads=source_split))
         for variant in compare.seed_variants(name):
-            seeded = run.split_conf(name, variant_overrides(parse_dataset(variant)))
+            seeded = run.split_conf(name, variant_overrides(variant))
 
-            def seed_work(variant: str = variant, seeded: SplitConf = seeded) -> None:
+            def seed_work(variant: DatasetRef = variant, seeded: SplitConf = seeded) -> None:
                 split_one(run.spark, run.lake, variant, seeded, run.progress)
 
             seed_settings = known(repr(seeded))
@@ -78,9 +78,9 @@ def split_tasks(run: Run) -> list[Task]:
     for name in run.conf.backtested:
         assert backtest is not None
         for variant in backtest.variants(name):
-            ruled = run.split_conf(name, variant_overrides(parse_dataset(variant)))
+            ruled = run.split_conf(name, variant_overrides(variant))
 
-            def origin_work(variant: str = variant, ruled: SplitConf = ruled) -> None:
+            def origin_work(variant: DatasetRef = variant, ruled: SplitConf = ruled) -> None:
                 split_one(run.spark, run.lake, variant, ruled, run.progress)
 
             origin_settings = known(variant, repr(ruled))
@@ -90,7 +90,7 @@ def split_tasks(run: Run) -> list[Task]:
     return tasks
 
 
-def _write_sensitivity(run: Run, name: str) -> None:
+def _write_sensitivity(run: Run, name: DatasetRef) -> None:
     from intent_spark.split.sensitivity import write_sensitivity
 
     write_sensitivity(run.spark, run.lake, name, run.split_conf(name))

@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.faults import fault_point
 from intent_spark.core.progress import Progress, silent
 from intent_spark.lake.checksum import table_checksums
@@ -168,7 +169,7 @@ def cell_counts(targets: DataFrame, floor_users: int) -> DataFrame:
 def run_split(
     spark: SparkSession,
     lake: str,
-    dataset: str,
+    dataset: DatasetRef,
     conf: SplitConf,
     progress: Progress = silent,
     report: Callable[[dict[str, Any]], object] | None = None,

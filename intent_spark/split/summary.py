@@ -11,12 +11,13 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.lake.tables import read_table, source_table
 from intent_spark.split.cells import label_events, training_events
 
 
 def split_summary(
-    spark: SparkSession, lake: str, dataset: str, labelled_of: Mapping[str, DataFrame] | None = None
+    spark: SparkSession, lake: str, dataset: DatasetRef, labelled_of: Mapping[str, DataFrame] | None = None
 ) -> dict[str, Any]:
     """Everything the report shows, as plain data (small: a row per split, candidate and cell).
 

@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.lake.readers import read_catalogue, split_files
 from intent_spark.lake.tables import read_table, source_table
@@ -27,7 +28,7 @@ def stamp_digest(stamp: str) -> str:
     return hashlib.sha256(stamp.encode()).hexdigest()[:16]
 
 
-def item_texts(spark: SparkSession, lake: str, dataset: str, split: str) -> list[str]:
+def item_texts(spark: SparkSession, lake: str, dataset: DatasetRef, split: str) -> list[str]:
     """Each catalogue item's title and metadata text by index 0..N ("" where there is none).
     One row per item (items, not events), read only for models that ask for text."""
     catalogue = read_table(spark, lake, S.CATALOGUE, dataset).where(F.col(S.SPLIT) == split)
@@ -45,7 +46,7 @@ def item_texts(spark: SparkSession, lake: str, dataset: str, split: str) -> list
     return texts
 
 
-def split_catalogue(spark: SparkSession, lake: str, dataset: str, split: str) -> Catalogue:
+def split_catalogue(spark: SparkSession, lake: str, dataset: DatasetRef, split: str) -> Catalogue:
     """What a model gets of one split's catalogue; item texts are read when it asks."""
     arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, dataset, split))
     return replace(arrays, text_loader=lambda: item_texts(spark, lake, dataset, split))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.core.faults import fault_point
 from intent_spark.lake.context import Lake
@@ -41,7 +42,7 @@ def _check_splits(splits: Sequence[str]) -> list[str]:
 @saves_tracebacks
 def train(
     lake: Lake,
-    dataset: str,
+    dataset: DatasetRef,
     model: str,
     conf: ModelsConf,
     *,

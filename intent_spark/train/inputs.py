@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.faults import fault_point
 from intent_spark.lake.context import Lake
 from intent_spark.lake.tables import (
@@ -162,7 +163,7 @@ def inputs_stamp(spark: SparkSession, lake: str, dataset: str, context: int, max
 
 
 def build_model_inputs(
-    lake: Lake, dataset: str, *, context: int, max_tokens: int, force: bool = False
+    lake: Lake, dataset: DatasetRef, *, context: int, max_tokens: int, force: bool = False
 ) -> str:
     """Write catalogue, train_sequences and score_events for both splits of a dataset; return
     the stamp they were built from.

@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.core.faults import fault_point
 from intent_spark.lake.context import Lake
@@ -36,7 +37,7 @@ from intent_spark.train.workers import STAGED_SCHEMA, ScoreJob, rank_split, scor
 
 def scoring_run(
     lake: Lake,
-    dataset: str,
+    dataset: DatasetRef,
     model: str,
     conf: ModelsConf,
     *,
@@ -67,7 +68,7 @@ def scoring_run(
 @saves_tracebacks
 def score(
     lake: Lake,
-    dataset: str,
+    dataset: DatasetRef,
     model: str,
     conf: ModelsConf,
     *,
@@ -135,7 +136,7 @@ class Scoring:
     """One model's scoring of one dataset: its MLflow run, the splits it ranks, how many targets
     each must rank, and where the ranks stage before they are committed."""
 
-    dataset: str
+    dataset: DatasetRef
     model: str  # as asked for: a registered name or a module:Class spec
     conf: ModelsConf
     run_id: str

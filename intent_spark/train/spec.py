@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.stage import DATASET_MODEL, TRANSFER_PAIR, Run, Stage, Task, known
 from intent_spark.split.spec import SPLIT
 
@@ -15,7 +16,7 @@ def train_tasks(run: Run) -> list[Task]:
         for model in run.models:
             settings = conf.logged(model)
 
-            def work(name: str = name, model: str = model) -> None:
+            def work(name: DatasetRef = name, model: str = model) -> None:
                 train(
                     run.lake_context(),
                     name,
@@ -37,7 +38,7 @@ def score_tasks(run: Run) -> list[Task]:
     for name in run.scored():
         for model in run.models:
 
-            def work(name: str = name, model: str = model) -> None:
+            def work(name: DatasetRef = name, model: str = model) -> None:
                 rows = score(run.lake_context(), name, model, run.models_conf, parent_run_id=run.benchmark())
                 run.progress(f"{name} {model}: {rows:,} ranks")
 
@@ -51,7 +52,7 @@ def transfer_tasks(run: Run) -> list[Task]:
     tasks = []
     for source, target in run.conf.compare.transfer:
 
-        def work(source: str = source, target: str = target) -> None:
+        def work(source: DatasetRef = source, target: DatasetRef = target) -> None:
             rows = score_transfer(run.lake_context(), source, target, run.models_conf)
             run.progress(f"{target} sasrec_f@{source}: {rows:,} ranks")
 

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.ingest.tokens import MIN_WORD_LENGTH, WORD_SPLIT
 from intent_spark.lake.context import Lake
@@ -65,14 +66,16 @@ def transferred_token_ids(
     )
 
 
-def source_vocabulary(spark: SparkSession, lake: str, source: str) -> DataFrame:
+def source_vocabulary(spark: SparkSession, lake: str, source: DatasetRef) -> DataFrame:
     """The token ids the source's test-split content model was trained with."""
     catalogue = read_table(spark, lake, S.CATALOGUE, source).where(F.col(S.SPLIT) == S.TEST)
     items = source_table(spark, lake, S.ITEMS, source).select(S.ITEM_ID, S.TOKENS)
     return token_vocabulary(catalogue, items)
 
 
-def target_token_ids(spark: SparkSession, lake: str, source: str, target: str, max_tokens: int) -> DataFrame:
+def target_token_ids(
+    spark: SparkSession, lake: str, source: DatasetRef, target: DatasetRef, max_tokens: int
+) -> DataFrame:
     catalogue = read_table(spark, lake, S.CATALOGUE, target).where(F.col(S.SPLIT) == S.TEST)
     items = source_table(spark, lake, S.ITEMS, target).select(S.ITEM_ID, S.TOKENS)
     return transferred_token_ids(catalogue, items, source_vocabulary(spark, lake, source), max_tokens)
@@ -102,7 +105,9 @@ def shared_cutoffs(spark: SparkSession, lake: str, datasets: Iterable[str]) -> l
     return sorted(set.intersection(*sets)) if sets else []
 
 
-def score_transfer(lake: Lake, source: str, target: str, conf: ModelsConf, *, model: str = "sasrec_f") -> int:
+def score_transfer(
+    lake: Lake, source: DatasetRef, target: DatasetRef, conf: ModelsConf, *, model: str = "sasrec_f"
+) -> int:
     """Rank ``target``'s test targets with ``model`` trained on ``source``'s test split (its
     newest run); write them as ``model@source`` ranks of the target and the token coverage to
     ``transfers``. Returns the ranks written."""

@@ -28,6 +28,7 @@ from intent_spark.checks.audit import (
 )
 from intent_spark.cli import main
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.sources import (
     ActionOverride,
     ActionSpec,
@@ -127,18 +128,18 @@ def test_admissible_dataset_passes_every_criterion_with_hand_numbers(spark, hand
     assert measures["id_format"] == "digits"
     assert measures["event_types"] == {"purchase": 120}
 
-    verdicts = _verdicts(audit_dataset(spark, hand_lake, "good", CONF, floor_users=20))
+    verdicts = _verdicts(audit_dataset(spark, hand_lake, DatasetRef("good"), CONF, floor_users=20))
     assert verdicts == {c: (ADMIT, "") for c in CRITERIA}
 
 
 def test_too_few_users_fail_the_default_floor(spark, hand_lake):
-    verdicts = _verdicts(audit_dataset(spark, hand_lake, "good", CONF))
+    verdicts = _verdicts(audit_dataset(spark, hand_lake, DatasetRef("good"), CONF))
     assert verdicts[POPULATION] == (REJECT, "30 users have 3+ events, below the floor of 25,000")
     assert {c for c, (v, _) in verdicts.items() if v == REJECT} == {POPULATION}
 
 
 def test_date_only_ties_fail_calendar_timestamps(spark, hand_lake):
-    table = audit_dataset(spark, hand_lake, "dates", CONF, floor_users=2)
+    table = audit_dataset(spark, hand_lake, DatasetRef("dates"), CONF, floor_users=2)
     verdicts = _verdicts(table)
     verdict, reason = verdicts[CALENDAR]
     assert verdict == REJECT and "date-only" in reason and "90.0%" in reason
@@ -166,7 +167,7 @@ def test_ties_are_judged_only_on_date_only_timestamps(spark, hand_lake):
 
 
 def test_unmapped_event_type_fails_action_mapping(spark, hand_lake):
-    verdicts = _verdicts(audit_dataset(spark, hand_lake, "odd", CONF, floor_users=20))
+    verdicts = _verdicts(audit_dataset(spark, hand_lake, DatasetRef("odd"), CONF, floor_users=20))
     verdict, reason = verdicts[ACTION]
     assert verdict == REJECT and "'mystery' (3 events)" in reason and "writes purchase" in reason
     # An override type and a column action map it; an override with no field does not.
@@ -207,7 +208,9 @@ def _good_measures() -> dict:
 
 
 def test_missing_terms_or_user_field_reject(spark, hand_lake):
-    verdicts = _verdicts(audit_dataset(spark, hand_lake, "good", replace(CONF, terms=""), floor_users=20))
+    verdicts = _verdicts(
+        audit_dataset(spark, hand_lake, DatasetRef("good"), replace(CONF, terms=""), floor_users=20)
+    )
     assert verdicts[ACCESS] == (REJECT, "the conf gives no terms")
     both = _verdicts(audit_verdicts(_good_measures(), replace(CONF, terms=" ", release=""), 20))
     assert both[ACCESS] == (REJECT, "the conf gives no release and no terms")
@@ -219,7 +222,7 @@ def test_missing_terms_or_user_field_reject(spark, hand_lake):
 
 
 def test_write_audit_and_report_section(spark, hand_lake):
-    path = write_audit(spark, hand_lake, "dates", CONF, floor_users=2)
+    path = write_audit(spark, hand_lake, DatasetRef("dates"), CONF, floor_users=2)
     assert path.name == "dates.csv" and path.parent.name == "audit"
     figure = path.with_suffix(".png")
     labels = json.loads(Image.open(figure).info["intent.axes"])
@@ -242,7 +245,7 @@ def _rejected(table) -> dict[str, str]:
 @pytest.mark.parametrize("name", SOURCES)
 def test_generated_sources_pass_every_criterion(spark, generated_lake, name):
     lake, _, _ = generated_lake
-    table = audit_dataset(spark, lake, name, load_source(name), floor_users=100)
+    table = audit_dataset(spark, lake, DatasetRef(name), load_source(name), floor_users=100)
     assert _rejected(table) == {}
 
 
@@ -254,8 +257,8 @@ def test_generated_card_transactions(spark, tmp_path):
     raw, lake = tmp_path / "raw", str(tmp_path / "lake")
     generate_release("cct", raw, 3000, seed=2)
     ingest_source(spark, load_source("cct"), str(raw), lake)
-    assert _rejected(audit_dataset(spark, lake, "cct", load_source("cct"), floor_users=40)) == {}
-    table = audit_dataset(spark, lake, "cct", load_source("cct"), floor_users=100)
+    assert _rejected(audit_dataset(spark, lake, DatasetRef("cct"), load_source("cct"), floor_users=40)) == {}
+    table = audit_dataset(spark, lake, DatasetRef("cct"), load_source("cct"), floor_users=100)
     rejected = _rejected(table)
     assert set(rejected) == {POPULATION}
     assert rejected[POPULATION].endswith("users have 3+ events, below the floor of 100")

@@ -23,12 +23,15 @@ import pytest
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.evaluate.metrics import evaluate
 from intent_spark.exchange.submissions import submit
 from intent_spark.exchange.tasks import export_tasks
 from intent_spark.lake.context import Lake
 from intent_spark.lake.tables import has_table, read_table, spark_conf, write_dataset
+
+TOY = DatasetRef("toy")  # the hand-built dataset, parsed once
 
 CATALOGUE = ["a", "b", "c", "d", "e", "q", "y", "z"]
 
@@ -61,7 +64,7 @@ def exchange_lake(spark, toy_lake, tmp_path_factory):
 def exported(spark, exchange_lake, tmp_path_factory):
     lake, _ = exchange_lake
     out = tmp_path_factory.mktemp("export")
-    export_tasks(Lake(spark, lake), "toy", str(out), context=200)
+    export_tasks(Lake(spark, lake), TOY, str(out), context=200)
     return out
 
 
@@ -146,7 +149,7 @@ def test_catalogue_and_training_events_of_the_test_split(exported):
 def test_export_is_byte_identical_whatever_the_partitioning(spark, exchange_lake, exported, tmp_path):
     lake, _ = exchange_lake
     with spark_conf(spark, {"spark.sql.shuffle.partitions": "3"}):
-        export_tasks(Lake(spark, lake), "toy", str(tmp_path), context=200)
+        export_tasks(Lake(spark, lake), TOY, str(tmp_path), context=200)
 
     def sums(folder: Path) -> dict[str, str]:
         return {
@@ -161,7 +164,7 @@ def test_export_is_byte_identical_whatever_the_partitioning(spark, exchange_lake
 
 def test_a_short_context_keeps_the_last_events(spark, exchange_lake, tmp_path):
     lake, _ = exchange_lake
-    export_tasks(Lake(spark, lake), "toy", str(tmp_path), splits=["test"], context=3)
+    export_tasks(Lake(spark, lake), TOY, str(tmp_path), splits=["test"], context=3)
     tasks = {row["target_id"]: row for row in pq.read_table(tmp_path / "test" / "tasks.parquet").to_pylist()}
     assert tasks[tid("u02", 6)]["context_items"] == ["c", "a", "d"]
     assert not (tmp_path / "val").exists()
@@ -204,7 +207,7 @@ def faulty(spark, exchange_lake, tmp_path_factory):
     ]
     path = _write_jsonl(tmp_path_factory.mktemp("subs") / "faulty.jsonl", rows)
     lines: list[str] = []
-    scored = submit(Lake(spark, lake, uri, progress=lines.append), "toy", str(path), "faulty")
+    scored = submit(Lake(spark, lake, uri, progress=lines.append), TOY, str(path), "faulty")
     return scored, lines, path
 
 
@@ -300,7 +303,7 @@ def test_horizon_recall_and_precision_follow_its_recipe(spark, exchange_lake, tm
     for target in targets.itertuples():  # a different list per user: rotate the order
         shift = int(target.user_id[1:]) % len(order)
         rows.append({"target_id": tid(target.user_id, target.seq), "items": order[shift:] + order[:shift]})
-    submit(Lake(spark, lake, uri), "toy", str(_write_jsonl(tmp_path / "h.jsonl", rows)), "horizon_lists")
+    submit(Lake(spark, lake, uri), TOY, str(_write_jsonl(tmp_path / "h.jsonl", rows)), "horizon_lists")
     evaluate(Lake(spark, lake, None), "toy", floor_users=1)
 
     def recipe(predictions, ground_truth, k_values):
@@ -341,7 +344,7 @@ def test_strict_refuses_and_writes_nothing(spark, exchange_lake, tmp_path):
         IntentError,
         match=r"--strict: 23 targets missing \(e\.g\. target_id [0-9a-f]{24}\); nothing was scored",
     ):
-        submit(Lake(spark, lake, uri), "toy", str(path), "strict_one", strict=True)
+        submit(Lake(spark, lake, uri), TOY, str(path), "strict_one", strict=True)
     assert read_table(spark, lake, S.RANKS, "toy").where(F.col(S.MODEL) == "strict_one").isEmpty()
 
 
@@ -506,7 +509,7 @@ def test_nan_and_misplaced_strings_in_json_are_named_and_strict_names_every_faul
     ]
     path = _write_jsonl(tmp_path / "nan.jsonl", rows)
     lines: list[str] = []
-    scored = submit(Lake(spark, lake, None, progress=lines.append), "toy", str(path), "nan_json")
+    scored = submit(Lake(spark, lake, None, progress=lines.append), TOY, str(path), "nan_json")
     nan_reason = (
         "the line holds NaN, which is not JSON: Python's json.dumps writes float('nan') and float('inf') so; "
         "give finite numbers"
@@ -528,7 +531,7 @@ def test_nan_and_misplaced_strings_in_json_are_named_and_strict_names_every_faul
         5: "items is not a list of item id strings",
     }
     with pytest.raises(IntentError) as refused:
-        submit(Lake(spark, lake, None), "toy", str(path), "nan_json_strict", strict=True)
+        submit(Lake(spark, lake, None), TOY, str(path), "nan_json_strict", strict=True)
     rejects_file = f"{lake}/reports/submissions/toy/nan_json_strict/test/rejects.jsonl"
     assert re.fullmatch(
         re.escape(
@@ -579,7 +582,7 @@ def test_parquet_scores_that_are_not_finite_are_rejected(spark, exchange_lake, t
         }
     )
     pq.write_table(table, path)
-    scored = submit(Lake(spark, lake, None), "toy", str(path), "nonfinite_scores")
+    scored = submit(Lake(spark, lake, None), TOY, str(path), "nonfinite_scores")
     assert {f.kind: f.count for f in scored.faults} == {"score not finite": 2}
     assert (
         scored.faults[0].message()
@@ -592,7 +595,7 @@ def test_a_registered_model_name_is_refused(spark, exchange_lake, tmp_path):
     lake, _ = exchange_lake
     path = _write_jsonl(tmp_path / "p.jsonl", GOOD_ROWS[:1])
     with pytest.raises(IntentError, match="a registered model has that name"):
-        submit(Lake(spark, lake), "toy", str(path), "popularity")
+        submit(Lake(spark, lake), TOY, str(path), "popularity")
 
 
 def test_a_reference_models_top_100_round_trips_exactly(spark, reference_run, tmp_path):

@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 
 from intent_spark.cli import main
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.sources import at_item_level, load_source
 from intent_spark.generate import generate_release
 from intent_spark.ingest import ingest_source
@@ -121,8 +122,8 @@ def test_at_the_mcc_level_each_merchant_becomes_its_code(spark, cct_raw, cct_lak
     manifest = read_table(spark, lake, S.INGEST_FILES).select(S.DATASET, "source", S.ITEM_LEVEL).collect()
     assert sorted(tuple(r) for r in manifest) == [("cct", "cct", "merchant"), ("cct_mcc", "cct", "mcc")]
     assert (
-        ingest_record(spark, lake, "cct_mcc") == ("cct", "mcc")
-        and ingested_source(spark, lake, "cct") == "cct"
+        ingest_record(spark, lake, DatasetRef("cct_mcc")) == ("cct", "mcc")
+        and ingested_source(spark, lake, DatasetRef("cct")) == "cct"
     )
 
 

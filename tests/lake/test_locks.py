@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from intent_spark.core.datasets import parse_dataset
 from intent_spark.core.errors import IntentError
 from intent_spark.lake.locks import dataset_lock
 
@@ -22,7 +23,7 @@ def no_hard_links(monkeypatch):
 
 def test_a_lake_without_hard_links_takes_and_frees_the_lock(no_hard_links, tmp_path):
     lake = str(tmp_path / "lake")
-    with dataset_lock(lake, ["hm.seed1"], "intent split --dataset hm.seed1"):
+    with dataset_lock(lake, [parse_dataset("hm.seed1")], "intent split --dataset hm.seed1"):
         held = json.loads((tmp_path / "lake" / "_locks" / "hm.json").read_text())
         assert held["pid"] == os.getpid() and held["command"] == "intent split --dataset hm.seed1"
         assert sorted(p.name for p in (tmp_path / "lake" / "_locks").iterdir()) == ["hm.json"]
@@ -31,8 +32,8 @@ def test_a_lake_without_hard_links_takes_and_frees_the_lock(no_hard_links, tmp_p
 
 def test_a_lake_without_hard_links_refuses_a_second_writer(no_hard_links, tmp_path):
     lake = str(tmp_path / "lake")
-    with dataset_lock(lake, ["hm"], "intent split --dataset hm"):
-        second = dataset_lock(lake, ["hm"], "intent ingest --dataset hm")
+    with dataset_lock(lake, [parse_dataset("hm")], "intent split --dataset hm"):
+        second = dataset_lock(lake, [parse_dataset("hm")], "intent ingest --dataset hm")
         with pytest.raises(IntentError, match=r"hm is being written by `intent split --dataset hm` \(pid"):
             second.__enter__()
         assert json.loads((tmp_path / "lake" / "_locks" / "hm.json").read_text())["command"] == (
@@ -46,6 +47,8 @@ def test_a_dead_holders_lock_is_taken_over_without_hard_links(no_hard_links, tmp
     gone = {"command": "intent split --dataset hm", "pid": 2**22 + 7, "host": os.uname().nodename}
     (locks / "hm.json").write_text(json.dumps(gone))
     seen = []
-    with dataset_lock(str(tmp_path / "lake"), ["hm"], "intent split --dataset hm --seed 2", seen.append):
+    with dataset_lock(
+        str(tmp_path / "lake"), [parse_dataset("hm")], "intent split --dataset hm --seed 2", seen.append
+    ):
         assert json.loads((locks / "hm.json").read_text())["pid"] == os.getpid()
     assert len(seen) == 1 and "which is gone" in seen[0]

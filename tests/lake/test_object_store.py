@@ -26,6 +26,7 @@ import pytest
 from conftest import REPO_ROOT, free_port, same_tables
 from pyspark.sql import functions as F
 
+from intent_spark.core.datasets import DatasetRef, parse_dataset
 from intent_spark.lake.context import Lake
 from intent_spark.lake.files import store_filesystem
 from intent_spark.lake.session import JARS_DIR
@@ -289,7 +290,9 @@ def test_the_chain_on_the_store_equals_the_local_chain(endpoint, reference_run, 
     assert MlflowClient(uri).get_run(trained.info.run_id).data.params["processes"] == "2"
     local = str(tmp_path / "local_lake")
     shutil.copytree(reference_run / "lake", local, ignore=shutil.ignore_patterns("_locks", "_stages"))
-    score(Lake(spark, local, uri), "hm", "gru4rec", load_models_conf(), run_id=trained.info.run_id)
+    score(
+        Lake(spark, local, uri), DatasetRef("hm"), "gru4rec", load_models_conf(), run_id=trained.info.run_id
+    )
     ranked = [
         read_table(spark, where, S.RANKS, "hm").where(F.col(S.MODEL) == "gru4rec") for where in (lake, local)
     ]
@@ -303,7 +306,9 @@ def test_the_chain_on_the_store_equals_the_local_chain(endpoint, reference_run, 
 
     from intent_spark.exchange.tasks import export_tasks
 
-    export_tasks(Lake(spark, str(reference_run / "lake")), "hm", str(tmp_path / "local"), splits=["test"])
+    export_tasks(
+        Lake(spark, str(reference_run / "lake")), DatasetRef("hm"), str(tmp_path / "local"), splits=["test"]
+    )
     assert (
         main(
             ["export", "--dataset", "hm", "--lake", lake, "--out", str(tmp_path / "tasks"), "--split", "test"]
@@ -444,12 +449,12 @@ def test_a_lake_on_the_store_is_locked_by_a_conditional_create(endpoint):
     from intent_spark.lake.locks import dataset_lock
 
     lake = f"s3a://{BUCKET}/locked/lake"
-    with dataset_lock(lake, ["hm.seed1"], "intent split --dataset hm.seed1"):
+    with dataset_lock(lake, [parse_dataset("hm.seed1")], "intent split --dataset hm.seed1"):
         held = _lock_object("locked/lake/_locks/hm.json")
         assert held is not None and held["pid"] == os.getpid()
         assert held["command"] == "intent split --dataset hm.seed1"
         with pytest.raises(IntentError) as second:
-            dataset_lock(lake, ["hm"], "intent ingest --dataset hm").__enter__()
+            dataset_lock(lake, [parse_dataset("hm")], "intent ingest --dataset hm").__enter__()
         assert str(second.value).startswith(
             f"{lake}: hm is being written by `intent split --dataset hm.seed1` (pid {os.getpid()} on "
         )
@@ -458,7 +463,7 @@ def test_a_lake_on_the_store_is_locked_by_a_conditional_create(endpoint):
             "if that process is gone)"
         )
         assert _lock_object("locked/lake/_locks/hm.json") == held  # the refused writer left it as it was
-        with dataset_lock(lake, ["rees46"], "intent split --dataset rees46"):
+        with dataset_lock(lake, [parse_dataset("rees46")], "intent split --dataset rees46"):
             assert (
                 _lock_object("locked/lake/_locks/rees46.json")["command"] == "intent split --dataset rees46"
             )
@@ -473,7 +478,9 @@ def test_a_dead_holders_lock_on_the_store_is_taken_over(endpoint):
     with store_filesystem().open_output_stream(f"{BUCKET}/dead/lake/_locks/hm.json") as sink:
         sink.write(json.dumps(gone).encode())
     seen: list[str] = []
-    with dataset_lock(f"s3a://{BUCKET}/dead/lake", ["hm"], "intent split --dataset hm --seed 2", seen.append):
+    with dataset_lock(
+        f"s3a://{BUCKET}/dead/lake", [parse_dataset("hm")], "intent split --dataset hm --seed 2", seen.append
+    ):
         assert _lock_object("dead/lake/_locks/hm.json")["command"] == "intent split --dataset hm --seed 2"
     assert seen == [
         f"hm: took over the lock of `intent split --dataset hm` (pid {2**22 + 7} on {socket.gethostname()}, "
@@ -489,7 +496,7 @@ def test_a_lock_on_an_unreachable_store_is_one_line(endpoint, monkeypatch):
     gone = f"http://127.0.0.1:{free_port()}"
     monkeypatch.setenv("AWS_ENDPOINT_URL", gone)
     with pytest.raises(IntentError) as raised:
-        dataset_lock(f"s3a://{BUCKET}/lake", ["hm"], "intent split --dataset hm").__enter__()
+        dataset_lock(f"s3a://{BUCKET}/lake", [parse_dataset("hm")], "intent split --dataset hm").__enter__()
     assert str(raised.value) == (
         f"s3a://{BUCKET}/lake/_locks/hm.json: the store does not answer at {gone}; "
         "the command stopped before writing anything"

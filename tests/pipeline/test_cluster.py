@@ -19,13 +19,14 @@ import pytest
 from conftest import REPO_ROOT, free_port, same_tables, write_run_conf
 
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.lake.context import Lake
 from intent_spark.lake.session import delta_jars, with_class_archive
 
 pytestmark = pytest.mark.slow
 
 SPARK_HOME = Path(pyspark.__file__).parent
-DATASET = "hm"
+DATASET = DatasetRef("hm")
 # short-lived JVMs on two shared cores: the quick compiler, and the driver's class archive where
 # `make class-archive` built it (the same JDK and Spark jars: drivers, executors and daemons)
 QUICK_JVM = with_class_archive("-Duser.timezone=UTC -XX:TieredStopAtLevel=1")

@@ -60,7 +60,7 @@ def test_each_origin_splits_the_data_before_it_by_the_same_rule(spark, tmp_path)
     write_dataset(spark.createDataFrame(_rows(), S.EVENTS_SCHEMA), lake, S.EVENTS, "bt")
     conf = SplitConf(holdout_fraction=1e-6, seed=5)  # no user of 16 falls under it: no holdout
     for name in ["bt", *(origin_variant("bt", k) for k in (1, 2, 3))]:
-        run_split(spark, lake, name, conf)
+        run_split(spark, lake, parse_dataset(name), conf)
     assert read_table(spark, lake, S.HOLDOUT).where(F.col(S.IS_NEW)).count() == 0
     cutoffs = {
         r[S.DATASET]: r[S.CUTOFF]
@@ -87,14 +87,14 @@ def test_each_origin_splits_the_data_before_it_by_the_same_rule(spark, tmp_path)
         name = origin_variant("bt", k)
         last = read_table(spark, lake, S.TARGETS, name).agg(F.max(S.TS)).first()[0]
         assert last < origin
-        assert source_table(spark, lake, S.EVENTS, name).count() == sum(
+        assert source_table(spark, lake, S.EVENTS, parse_dataset(name)).count() == sum(
             n for m, n in MONTHS.items() if m < origin.month
         )
     # the holdout hash is the source's: the same users are new at every origin
     dates = {"manual_cutoff": datetime(2024, 3, 1), "manual_val_cutoff": datetime(2024, 2, 1)}
     conf = SplitConf(holdout_fraction=0.5, seed=5, **dates)  # half the users would leave no rule
     for name in ("bt", "bt.origin1"):
-        run_split(spark, lake, name, conf)
+        run_split(spark, lake, parse_dataset(name), conf)
     held = {
         name: {
             r.user_id

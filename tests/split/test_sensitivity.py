@@ -141,7 +141,7 @@ def test_shipped_row_is_the_split_stage_cutoff(spark, span_days):
         _events(300, span_days), f"{S.USER_ID} string, {S.ITEM_ID} string, {S.TS} timestamp, {S.SEQ} long"
     ).repartition(3)  # partition-proof
     conf = SplitConf(seed=3, holdout_fraction=0.1, floor_users=1, known_past_users=10)
-    table = cutoff_sensitivity(events, dataset="toy", fraction=0.1, seed=3, rule=conf.rule)
+    table = cutoff_sensitivity(events, dataset="toy", key="toy", fraction=0.1, seed=3, rule=conf.rule)
     assert list(table.columns) == [S.DATASET, *ROW_COLUMNS]
     assert len(table) == len(rule_variants(conf.rule)) and set(table[S.DATASET]) == {"toy"}
 

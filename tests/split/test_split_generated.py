@@ -8,6 +8,7 @@ from pyspark.sql import functions as F
 from intent_spark.checks.verify import verify_dataset
 from intent_spark.core import schema as S
 from intent_spark.core.conf import CONF_DIR
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.generate import SOURCES
 from intent_spark.lake.tables import read_table
 from intent_spark.split.conf import load_split_conf
@@ -19,7 +20,9 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize("name", SOURCES)
 def test_verify_passes_on_every_source(spark, split_lake, name):
     failed = [
-        f"{r.split}/{r.name}: {r.violations}" for r in verify_dataset(spark, split_lake, name) if not r.ok
+        f"{r.split}/{r.name}: {r.violations}"
+        for r in verify_dataset(spark, split_lake, DatasetRef(name))
+        if not r.ok
     ]
     assert failed == []
 
@@ -44,7 +47,7 @@ def test_every_cell_has_a_validation_twin_and_targets_respect_the_cutoffs(spark,
 def test_split_is_deterministic(spark, split_lake, name):
     before = compute_checksums(spark, split_lake, name)
     targets_before = read_table(spark, split_lake, S.TARGETS, name).localCheckpoint()
-    run_split(spark, split_lake, name, load_split_conf(CONF_DIR / "split.yaml", name))
+    run_split(spark, split_lake, DatasetRef(name), load_split_conf(CONF_DIR / "split.yaml", name))
     assert compute_checksums(spark, split_lake, name) == before
     targets_after = read_table(spark, split_lake, S.TARGETS, name)
     assert targets_after.exceptAll(targets_before).count() == 0

@@ -15,6 +15,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.lake.context import Lake
 from intent_spark.lake.tables import read_table
 from intent_spark.train.conf import load_models_conf
@@ -24,8 +25,8 @@ from intent_spark.train.transfer import score_transfer, target_token_ids
 
 pytestmark = pytest.mark.slow
 
-DATASET = "amazon_hk"
-TARGET = "microlens"
+DATASET = DatasetRef("amazon_hk")
+TARGET = DatasetRef("microlens")
 SHORT = {"steps": 300, "batch_size": 64}
 
 

@@ -15,6 +15,7 @@ from conftest import free_port, start_mlflow_server, stop_mlflow_server, toy_eve
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
+from intent_spark.core.datasets import DatasetRef
 from intent_spark.lake.context import Lake
 from intent_spark.lake.readers import read_catalogue, split_files, training_batches, user_blocks
 from intent_spark.lake.tables import read_table, write_dataset
@@ -24,6 +25,8 @@ from intent_spark.train.conf import ModelsConf
 from intent_spark.train.fit import train
 from intent_spark.train.inputs import build_model_inputs
 from intent_spark.train.score import score
+
+TOY = DatasetRef("toy")  # the hand-built dataset, parsed once
 
 TOKENS = {
     "a": ["red", "cup"],
@@ -48,8 +51,8 @@ def toy(spark, tmp_path_factory):
     )
     items = [("toy", item, None, None, None, tokens) for item, tokens in TOKENS.items()]
     write_dataset(spark.createDataFrame(items, S.ITEMS_SCHEMA), lake, S.ITEMS, "toy")
-    run_split(spark, lake, "toy", SplitConf(seed=4))
-    build_model_inputs(Lake(spark, lake), "toy", context=CONF.context, max_tokens=CONF.max_tokens)
+    run_split(spark, lake, TOY, SplitConf(seed=4))
+    build_model_inputs(Lake(spark, lake), TOY, context=CONF.context, max_tokens=CONF.max_tokens)
     return lake, f"sqlite:///{root / 'mlflow.db'}"
 
 
@@ -142,8 +145,8 @@ def test_every_context_event_precedes_its_target(spark, toy):
 def toy_ranks(spark, toy):
     lake, uri = toy
     for model in ("popularity", "repeat_last", "sasrec", "sasrec_f"):
-        train(Lake(spark, lake, uri), "toy", model, CONF)
-        score(Lake(spark, lake, uri), "toy", model, CONF)
+        train(Lake(spark, lake, uri), TOY, model, CONF)
+        score(Lake(spark, lake, uri), TOY, model, CONF)
     rows = read_table(spark, lake, S.RANKS, "toy").collect()
     return {(r.split, r.model, r.seq): r.rank for r in rows}, rows
 
@@ -186,7 +189,7 @@ def test_ranks_by_hand_on_the_new_item_targets(toy_ranks):
 def test_scoring_again_gives_identical_ranks(spark, toy, toy_ranks):
     lake, uri = toy
     ranks, _ = toy_ranks
-    score(Lake(spark, lake, uri), "toy", "sasrec", CONF)
+    score(Lake(spark, lake, uri), TOY, "sasrec", CONF)
     again = {(r.split, r.model, r.seq): r.rank for r in read_table(spark, lake, S.RANKS, "toy").collect()}
     assert again == ranks
     assert np.isfinite(list(again.values())).all()
@@ -198,7 +201,7 @@ def test_verify_checks_the_model_inputs_and_catches_a_leak(spark, toy):
     from intent_spark.checks.verify import check_split, verify_dataset
 
     lake, _ = toy
-    results = verify_dataset(spark, lake, "toy")
+    results = verify_dataset(spark, lake, TOY)
     names = {r.name for r in results}
     assert {
         "model_inputs_before_cutoff",
@@ -223,7 +226,7 @@ def test_verify_checks_the_model_inputs_and_catches_a_leak(spark, toy):
         S.TRAIN_SEQUENCES_SCHEMA,
     )
     results = check_split(
-        "toy",
+        TOY,
         split,
         read_table(spark, lake, S.EVENTS, "toy"),
         holdout,
@@ -348,8 +351,8 @@ def test_runs_nest_and_are_found_on_a_real_mlflow_server(spark, toy, toy_ranks, 
     uri = f"http://127.0.0.1:{port}"
     try:
         parent = start_benchmark(uri, "benchmark toy", {"datasets": "toy", "models": "popularity"})
-        child = train(Lake(spark, lake, uri), "toy", "popularity", CONF, parent_run_id=parent)
-        score(Lake(spark, lake, uri), "toy", "popularity", CONF)
+        child = train(Lake(spark, lake, uri), TOY, "popularity", CONF, parent_run_id=parent)
+        score(Lake(spark, lake, uri), TOY, "popularity", CONF)
         # the metrics table already holds every model; only popularity has a run on this server
         log_cell_metrics(uri, "toy", read_table(spark, lake, S.METRICS_TABLE, "toy").collect())
         log_report(uri, str(build_report(Lake(spark, lake), tmp_path / "report").parent), parent)
