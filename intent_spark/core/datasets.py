@@ -66,8 +66,8 @@ class DatasetRef(str):
         # knows no Python class; a process that needs the parts parses the name again.
         return (str, (str(self),))
 
-    def __repr__(self) -> str:
-        return f"DatasetRef({str(self)!r})"
+    def __repr__(self) -> str:  # messages quote a name with !r: 'hm.seed1', as a str shows
+        return str.__repr__(self)
 
     @property
     def name(self) -> str:
