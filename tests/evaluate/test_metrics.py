@@ -48,6 +48,9 @@ def test_user_and_cell_metrics_by_hand(spark):
     assert mlflow_name("test", "known_future_seen", "ndcg", 10) == "test.known_future_seen.ndcg_10"
 
 
+# ranx's own uint64 -> int64 cast, warned once when numba first compiles its ndcg (a fresh
+# environment: CI, a clean clone)
+@pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaTypeSafetyWarning")
 def test_metrics_agree_with_ranx_on_random_rankings(spark):
     ranx = pytest.importorskip("ranx")
     rng = np.random.default_rng(3)
