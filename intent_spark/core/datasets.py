@@ -28,6 +28,15 @@ TRANSFER_SEPARATOR = "@"
 TRANSFER_MODELS = ("sasrec_f",)  # models that score items they never saw, by their tokens
 
 
+def _variant_name(protocol: str | None, seed: int | None, origin: int | None) -> str | None:
+    """``leave_last_out``, ``horizon``, ``seed1``, ``origin2``; None for an ingested dataset."""
+    if protocol is not None:
+        return protocol
+    if origin is not None:
+        return f"{ORIGIN_PREFIX}{origin}"
+    return None if seed is None else f"{SEED_PREFIX}{seed}"
+
+
 class DatasetRef(str):
     """A dataset of the lake, parsed once where its name enters (a command's argument, a run
     conf, a table's rows): its source (whose events it reads) and, for a variant, the protocol,
@@ -45,15 +54,7 @@ class DatasetRef(str):
     def __new__(
         cls, source: str, protocol: str | None = None, seed: int | None = None, origin: int | None = None
     ) -> DatasetRef:
-        variant = (
-            protocol
-            if protocol is not None
-            else f"{ORIGIN_PREFIX}{origin}"
-            if origin is not None
-            else None
-            if seed is None
-            else f"{SEED_PREFIX}{seed}"
-        )
+        variant = _variant_name(protocol, seed, origin)
         ref = super().__new__(cls, source if variant is None else f"{source}{VARIANT_SEPARATOR}{variant}")
         ref.__dict__.update(source=str(source), protocol=protocol, seed=seed, origin=origin)
         return ref
@@ -76,7 +77,7 @@ class DatasetRef(str):
     @property
     def variant(self) -> str | None:
         """``leave_last_out``, ``horizon``, ``seed1``, ``origin2``; None for an ingested dataset."""
-        return str(self)[len(self.source) + 1 :] or None
+        return _variant_name(self.protocol, self.seed, self.origin)
 
     @property
     def is_variant(self) -> bool:
