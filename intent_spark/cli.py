@@ -330,6 +330,12 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
         help="multiple-comparison correction over every paired comparison the report shows "
         "(default holm; bh: Benjamini-Hochberg)",
     )
+    rep.add_argument(
+        "--floor-users",
+        type=int,
+        help="the user floor the lake's cells were ranked at (default: conf/split.yaml's, 1000; a run "
+        "conf's floor_users where it set one)",
+    )
     rep.add_argument("--run-id", help="log the report to this run (default: a new report run)")
     rep.add_argument("--no-mlflow", action="store_true", help="write the files only")
     _add_spark_flags(rep)

@@ -11,6 +11,9 @@ and, in its ``compare:`` part, what runs beside the INTENT cells:
 - transfer: SASRec-F trained on one source ranks another's catalogue;
 - all-signals: a per-signal KuaiRand dataset beside the one-event-per-impression default.
 
+``floor_users:`` lowers (or raises) the user floor under which a cell is not ranked, for a demo
+whose samples are too small for the protocol's 1,000 users; never below 200.
+
 ``backtest: {origins: K}`` repeats the whole split at each of the last K month boundaries
 before a dataset's end (variants ``amazon_hk.origin1`` .. ``originK``); ``correction:`` (holm,
 bh or none) adjusts the p-values of the paired comparisons shown together.
@@ -42,6 +45,9 @@ from intent_spark.core.errors import ConfError
 
 DEFAULT_EVENTS = 20_000
 SEQUENCE_FLOOR = 25_000  # the paper's floor: users with 3+ events
+# The lowest user floor a run may rank cells at: a demo's samples lower the protocol's 1,000,
+# never below this, and the report says so.
+LOWEST_FLOOR = 200
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,7 @@ class RunConf:
         None  # training and scoring processes (TorchDistributor); the models conf's otherwise
     )
     split_conf: str | None = None
+    floor_users: int | None = None  # cells with fewer users are not ranked; the split conf's otherwise
     tracking_uri: str | None = None
     compare: CompareConf = field(default_factory=CompareConf)
     backtest: BacktestConf | None = None
@@ -183,6 +190,11 @@ def load_run_conf(path: str | Path) -> RunConf:
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ConfError(f"{where}: datasets: {', '.join(repeated)} listed twice")
+    if conf.floor_users is not None and conf.floor_users < LOWEST_FLOOR:
+        raise ConfError(
+            f"{child(where, 'floor_users')}: {conf.floor_users} is below the lowest floor of {LOWEST_FLOOR} "
+            "users per cell: a score over fewer users is noise"
+        )
     check_compare(conf.compare, names, list(conf.models), child(where, "compare"))
     if conf.backtest is not None:
         check_backtest(conf.backtest, names, child(where, "backtest"))

@@ -425,7 +425,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     spark = _session("report", args)
     datasets = args.dataset or None
     page = build_report(
-        Lake(spark, args.lake, progress=report), Path(args.out), datasets, correction=args.correction
+        Lake(spark, args.lake, progress=report),
+        Path(args.out),
+        datasets,
+        correction=args.correction,
+        floors=args.floor_users,
     )
     report(f"report: {page.resolve()}")
     if not args.no_mlflow:

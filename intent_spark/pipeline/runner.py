@@ -177,8 +177,11 @@ class Runner:
         return [*self.conf.names, *self.variants()]
 
     def split_conf(self, name: DatasetRef, overrides: dict[str, Any] | None = None) -> SplitConf:
-        """A dataset's (or variant's) split conf; per-dataset entries fall back to its source's."""
+        """A dataset's (or variant's) split conf; per-dataset entries fall back to its source's, and
+        the run's own floor (``floor_users:``) comes before ``overrides``."""
         source = name.source
+        if self.conf.floor_users is not None:
+            overrides = {"floor_users": self.conf.floor_users, **(overrides or {})}
         return load_split_conf(self.split_conf_path, source, overrides, source=self.conf.source_of(source))
 
     def source_conf(self, entry: DatasetEntry) -> SourceConf:

@@ -5,8 +5,8 @@ this runs on the driver whatever the size of the events."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ class Results:
     comparisons: pd.DataFrame
     summaries: dict[str, dict[str, Any]]
     correction: str = DEFAULT_CORRECTION
+    floors: dict[str, int] = field(default_factory=dict)  # the user floor each dataset was ranked at
 
     @property
     def datasets(self) -> list[str]:
@@ -43,6 +44,27 @@ class Results:
 
     def models(self, dataset: str) -> list[str]:
         return sorted(self.metrics.loc[self.metrics[S.DATASET] == dataset, S.MODEL].unique())
+
+
+def checked_floors(metrics: pd.DataFrame, floors: Mapping[str, int], lake: str) -> dict[str, int]:
+    """Each shown dataset's user floor, once its metrics are seen to be flagged at that floor:
+    a report must not say 1,000 over cells an evaluate ranked at 200."""
+    from intent_spark.core.errors import IntentError
+
+    checked = {}
+    for dataset, rows in metrics.groupby(S.DATASET):
+        floor = floors[dataset]
+        wrong = rows[(rows["n_users"] < floor) != rows["below_floor"]]
+        if not wrong.empty:
+            row = wrong.iloc[0]
+            flag = "below" if row["below_floor"] else "above"
+            raise IntentError(
+                f"{lake}/metrics: {dataset}'s cells were ranked at another user floor than {floor:,} "
+                f"({row[S.CELL]}: {row['n_users']:,} users, flagged {flag} the floor); give the floor "
+                "of the run that evaluated it (--floor-users)"
+            )
+        checked[str(dataset)] = floor
+    return checked
 
 
 def read_metrics(spark: SparkSession, lake: str) -> pd.DataFrame:
@@ -56,11 +78,14 @@ def load_results(
     datasets: Sequence[str] | None = None,
     everything: pd.DataFrame | None = None,
     correction: str = DEFAULT_CORRECTION,
+    floors: int | Mapping[str, int] | None = None,
 ) -> Results:
     """The evaluated datasets' metrics and comparisons, and their split summaries (read from the
     split report's JSON, or computed when it is missing). ``everything``: ``read_metrics``, when
     the caller has it already. The comparisons' p-values are adjusted again over the family the
-    report shows (``REPORT_FAMILY``) by ``correction``."""
+    report shows (``REPORT_FAMILY``) by ``correction``. ``floors``: the user floor of each
+    dataset's run, or one for all (by default the split conf's), checked against the flags its
+    evaluate wrote."""
     from intent_spark.core.errors import IntentError
     from intent_spark.split.summary import split_summary
 
@@ -98,4 +123,19 @@ def load_results(
             if saved.exists()
             else split_summary(spark, lake, parse_dataset(dataset))
         )
-    return Results(metrics.reset_index(drop=True), comparisons.reset_index(drop=True), summaries, correction)
+    if isinstance(floors, int):
+        floors = dict.fromkeys(chosen, floors)
+    if floors is None:
+        from intent_spark.core.conf import CONF_DIR
+        from intent_spark.split.conf import load_split_conf
+
+        floors = {
+            d: load_split_conf(CONF_DIR / "split.yaml", parse_dataset(d).source).floor_users for d in chosen
+        }
+    return Results(
+        metrics.reset_index(drop=True),
+        comparisons.reset_index(drop=True),
+        summaries,
+        correction,
+        checked_floors(metrics, floors, lake),
+    )

@@ -46,7 +46,7 @@ table.summary th{background:#0b6e4f}table.summary td{text-align:left;min-width:1
 img{max-width:100%;height:auto;border:1px solid #ddd;margin:6px 0}
 .note{color:#555;font-size:13px;max-width:100%}
 nav{font-size:13px;margin:0 0 6px}nav a{margin-right:10px}nav details ul{columns:3 260px;margin:4px 0}
-ul.findings{font-size:14px;max-width:1100px}
+ul.findings{font-size:14px;max-width:1100px}p.ranked{font-size:15px;font-weight:600;margin:4px 0}
 """
 
 
@@ -120,18 +120,22 @@ def _anchor(*parts: str) -> str:
 
 
 def summary_sections(results: Results) -> tuple[pd.DataFrame, list[Section], list[str]]:
-    """The summary's long table (``summary.csv``), its sections and its findings sentences."""
+    """The summary's long table (``summary.csv``), its sections and its findings sentences (the
+    first: how many cells are ranked, at which user floor)."""
     from intent_spark.report.summary import (
         correction_note,
         cross_dataset,
         finding_sentences,
         findings_table,
+        floor_line,
         repeat_notes,
         summary_grid,
         summary_table,
     )
+    from intent_spark.split.conf import SplitConf
 
     table = summary_table(results.metrics, results.comparisons, results.summaries)
+    ranked = floor_line(table, results.floors, SplitConf().floor_users)
     sections = [
         Section(
             "Who leads where (NDCG@10, test)",
@@ -155,7 +159,11 @@ def summary_sections(results: Results) -> tuple[pd.DataFrame, list[Section], lis
             "repeat-last's on the same dataset; a loss beyond repeat-last's is the model's own.",
         ),
     ]
-    return table, sections, [*finding_sentences(results.comparisons), *repeat_notes(results.summaries)]
+    return (
+        table,
+        sections,
+        [ranked, *finding_sentences(results.comparisons), *repeat_notes(results.summaries)],
+    )
 
 
 def write_report(
@@ -184,7 +192,7 @@ def write_report(
     pd.concat({d: context_table(s) for d, s in results.summaries.items()}, names=[S.DATASET, "field"]).to_csv(
         tables / "context.csv"
     )
-    summary, summary_parts, sentences = summary_sections(results)
+    summary, summary_parts, (ranked, *sentences) = summary_sections(results)
     summary.to_csv(out / "summary.csv", index=False)
     summary_parts[2].table.to_csv(tables / "findings.csv")
 
@@ -205,6 +213,8 @@ def write_report(
         markdown.extend([note, "", _markdown_table(frame), ""])
 
     heading(2, "Summary", "summary")
+    body.append(f"<p class='ranked'>{html.escape(ranked)}</p>")
+    markdown.extend([ranked, ""])
     first, *rest = summary_parts
     table_block(first.table, first.note, "summary-grid", "summary")
     if sentences:

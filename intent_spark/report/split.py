@@ -29,7 +29,7 @@ def split_markdown(summary: dict[str, Any]) -> str:
             "",
             f"- targets that repeat an item of their own context: {_fmt(split.get('repeat_rate'))}",
             "",
-            "| cell | users | targets | repeat rate | below 1,000-user floor |",
+            "| cell | users | targets | repeat rate | below the user floor |",
             "|---|---:|---:|---:|---|",
         ]
         for cell, counts in split["cells"].items():

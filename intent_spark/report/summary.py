@@ -169,6 +169,24 @@ def lead_text(row: Any) -> str:
     return f"{score}\nno significant lead over {row['runner_up']}: {lead}, p adj {p}, detectable {_num(row['mde'])}"
 
 
+def floor_line(table: pd.DataFrame, floors: dict[str, int], protocol: int) -> str:
+    """The summary's first line: how many of the test cells it lists are ranked, and the user
+    floor below which a cell is not; a floor under the protocol's says it is a demo's."""
+    ranked = int((~table["below_floor"]).sum()) if not table.empty else 0
+    values = sorted(set(floors.values()))
+    if not values:
+        floor = "a cell below its user floor is not ranked"
+    elif len(values) == 1:
+        floor = f"a cell with fewer than {values[0]:,} users is not ranked"
+    else:
+        each = ", ".join(f"{d} {n:,}" for d, n in sorted(floors.items()))
+        floor = f"a cell with fewer users than its dataset's floor ({each}) is not ranked"
+    line = f"{ranked} of {len(table)} test cells ranked: {floor}"
+    if values and values[0] < protocol:
+        line += f". A demo floor, below the protocol's {protocol:,} users: its scores are noisier than the benchmark's"
+    return line + "."
+
+
 def summary_grid(table: pd.DataFrame, summaries: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """Cells down, datasets across: the lead entries, under a first row of repeat rates."""
     if table.empty:

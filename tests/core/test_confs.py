@@ -67,6 +67,10 @@ def test_the_shipped_confs_load():
         (_demo(audit={"floor": 10}), r"run.yaml: audit.floor: unknown key; did you mean 'floor_users'\?"),
         (_demo(seed="three"), r"run.yaml: seed: expected an integer, got 'three'"),
         (_demo(compare={"datasets": ["cct"]}), r"run.yaml: compare: cct not among the run's datasets"),
+        (
+            _demo(floor_users=199),
+            r"run.yaml: floor_users: 199 is below the lowest floor of 200 users per cell",
+        ),
     ],
 )
 def test_run_conf_unknown_keys(tmp_path, conf, message):
@@ -155,7 +159,7 @@ def test_a_typo_in_a_run_conf_is_one_line_and_runs_nothing(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"intent run: error: {path}: model: unknown key; did you mean 'models'? known: audit, backtest, compare, "
-        "correction, datasets, lake, model_overrides, models, models_conf, processes, report, seed, split_conf, tracking_uri, workdir"
+        "correction, datasets, floor_users, lake, model_overrides, models, models_conf, processes, report, seed, split_conf, tracking_uri, workdir"
     ]
     assert not (tmp_path / "work").exists()
 

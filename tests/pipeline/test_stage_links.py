@@ -102,6 +102,25 @@ def test_a_changed_split_conf_reruns_that_dataset_from_its_split_on(tmp_path):
     assert all(line.startswith("skip ") for (_, dataset), line in lines.items() if dataset == "amazon_hk")
 
 
+def test_a_run_floor_reruns_every_split_and_evaluation_and_nothing_before(tmp_path):
+    """``floor_users:`` in the run conf is part of each dataset's split conf: the split flags its
+    cells with it, so every split reruns and everything after it, never an ingest."""
+    from intent_spark.core.datasets import DatasetRef
+
+    _finish_everything(Runner(load_run_conf(_conf(tmp_path))))
+    conf = _conf(tmp_path)
+    conf.write_text(conf.read_text() + "floor_users: 250\n")
+    runner = Runner(load_run_conf(conf))
+    assert runner.split_conf(DatasetRef("hm")).floor_users == 250
+    assert runner.split_conf(DatasetRef("hm"), {"floor_users": 300}).floor_users == 300  # a caller's own
+    assert runner.split_conf(DatasetRef("hm")).seed == 0  # the rest is split.yaml's
+    tasks = runner.tasks()
+    lines = dict(zip([(t.name, t.dataset) for t in tasks], runner.plan(tasks), strict=True))
+    runs = {name for (name, _), line in lines.items() if line.startswith("run ")}
+    assert {"split", "evaluate", "report"} <= runs and "ingest" not in runs
+    assert all(lines["split", d].startswith("run ") for d in ("hm", "amazon_hk", "hm.leave_last_out"))
+
+
 def test_the_docs_stage_table_is_the_graph():
     """docs/architecture.md's table of stages says what ``graph.STAGES`` declares, row by row."""
     from intent_spark.pipeline import graph

@@ -14,8 +14,9 @@ import pytest
 from PIL import Image
 
 from intent_spark.core import schema as S
+from intent_spark.core.errors import IntentError
 from intent_spark.evaluate.metrics import KS, METRICS, TIE_RATE
-from intent_spark.report.load import Results
+from intent_spark.report.load import Results, checked_floors
 from intent_spark.report.render import write_report
 from intent_spark.report.tables import view_table, wide_view
 
@@ -176,7 +177,7 @@ def _summary():
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
-    results = Results(_metric_rows(), _comparison_rows(), {"d": _summary()})
+    results = Results(_metric_rows(), _comparison_rows(), {"d": _summary()}, floors={"d": 1000})
     page = write_report(results, out)
     return results, out, page
 
@@ -345,6 +346,31 @@ def test_summary_names_each_cells_leader_and_whether_its_lead_is_real(report):
     assert len(anchors) > 15 and all(f'href="#{a}"' in text for a in anchors)
     markdown = (out / "report.md").read_text()
     assert "no significant difference (detectable: 0.045)" in markdown  # the paired table's verdict
+    # the summary's first line: 7 cells, known_future_new's 400 users under the protocol's floor
+    first = markdown.split("## Summary\n\n", 1)[1].splitlines()[0]
+    assert first == "6 of 7 test cells ranked: a cell with fewer than 1,000 users is not ranked."
+
+
+def test_a_demo_floor_ranks_more_cells_and_the_summary_says_it_is_a_demo_floor(tmp_path):
+    metrics = _metric_rows()
+    # flagged at the protocol's 1,000 by the run that evaluated it: a report at 200 refuses them
+    with pytest.raises(
+        IntentError,
+        match=r"^lake/metrics: d's cells were ranked at another user floor than 200 "
+        r"\(known_future_new: 400 users, flagged below the floor\); give the floor of the run",
+    ):
+        checked_floors(metrics, {"d": 200}, "lake")
+    assert checked_floors(metrics, {"d": 1000}, "lake") == {"d": 1000}
+    metrics["below_floor"] = metrics["n_users"] < 200  # as an evaluate at a demo floor of 200 flags them
+    results = Results(
+        metrics, _comparison_rows(), {"d": _summary()}, floors=checked_floors(metrics, {"d": 200}, "l")
+    )
+    markdown = (write_report(results, tmp_path / "demo").parent / "report.md").read_text()
+    first = markdown.split("## Summary\n\n", 1)[1].splitlines()[0]
+    assert first == (
+        "7 of 7 test cells ranked: a cell with fewer than 200 users is not ranked. A demo floor, below "
+        "the protocol's 1,000 users: its scores are noisier than the benchmark's."
+    )
 
 
 def test_findings_state_gaps_retention_and_the_loss_beyond_repeat_last():
