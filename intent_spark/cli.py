@@ -231,6 +231,9 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--dataset", required=True)
     ev.add_argument("--lake", required=True)
     ev.add_argument("--conf", help="split conf for the population floor (default conf/split.yaml)")
+    ev.add_argument(
+        "--floor-users", type=int, help="cells with fewer users are not ranked (default: the split conf's)"
+    )
     ev.add_argument("--tracking-uri", help=TRACKING_HELP)
     ev.add_argument("--no-mlflow", action="store_true", help="write the tables only")
     ev.add_argument(

@@ -371,7 +371,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             f"--replicates moved: `intent agreement --dataset {args.dataset.source} "
             f"--replicates {args.replicates}` orders a dataset's protocols"
         )
-    floor = load_split_conf(args.conf or CONF_DIR / "split.yaml", args.dataset).floor_users
+    floor = (
+        args.floor_users or load_split_conf(args.conf or CONF_DIR / "split.yaml", args.dataset).floor_users
+    )
     uri = None if args.no_mlflow else default_tracking_uri(args.lake, args.tracking_uri)
     report = reporter("evaluate")
     spark = _session("evaluate", args)
