@@ -46,7 +46,7 @@ class-archive: $(CLASS_ARCHIVE) ## the driver JVM's class-data archive (AppCDS):
 $(CLASS_ARCHIVE): $(STAMP) $(DELTA_JARS)
 	$(PY) -m intent_spark.pipeline.class_archive $@ || echo "class-archive: none built; Spark starts without it"
 
-demo: setup ## the pipeline on the embedded default: five generated sources, four models, the report (demo/)
+demo: setup ## the pipeline on the embedded default: five generated sources of 50,000 events, five models, the report (demo/)
 	$(VENV)/bin/intent run --conf conf/demo.yaml
 
 demo-full: setup ## the demo plus card transactions, KuaiRand all-signals, protocols, seeds, sensitivity, transfer (demo-full/)
