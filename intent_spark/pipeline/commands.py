@@ -364,16 +364,14 @@ def cmd_transfer(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from intent_spark.evaluate.metrics import evaluate
     from intent_spark.lake.tracking import default_tracking_uri
-    from intent_spark.split.conf import load_split_conf
+    from intent_spark.split.conf import conf_floor
 
     if args.replicates is not None:
         raise IntentError(
             f"--replicates moved: `intent agreement --dataset {args.dataset.source} "
             f"--replicates {args.replicates}` orders a dataset's protocols"
         )
-    floor = (
-        args.floor_users or load_split_conf(args.conf or CONF_DIR / "split.yaml", args.dataset).floor_users
-    )
+    floor = args.floor_users if args.floor_users is not None else conf_floor(args.dataset, args.conf)
     uri = None if args.no_mlflow else default_tracking_uri(args.lake, args.tracking_uri)
     report = reporter("evaluate")
     spark = _session("evaluate", args)

@@ -126,12 +126,9 @@ def load_results(
     if isinstance(floors, int):
         floors = dict.fromkeys(chosen, floors)
     if floors is None:
-        from intent_spark.core.conf import CONF_DIR
-        from intent_spark.split.conf import load_split_conf
+        from intent_spark.split.conf import conf_floor
 
-        floors = {
-            d: load_split_conf(CONF_DIR / "split.yaml", parse_dataset(d).source).floor_users for d in chosen
-        }
+        floors = {d: conf_floor(d) for d in chosen}
     return Results(
         metrics.reset_index(drop=True),
         comparisons.reset_index(drop=True),

@@ -8,7 +8,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from intent_spark.core.conf import check_keys, child, from_mapping, load_yaml
+from intent_spark.core.conf import CONF_DIR, check_keys, child, from_mapping, load_yaml
+from intent_spark.core.datasets import parse_dataset
 from intent_spark.core.errors import ConfError
 from intent_spark.split.cutoff import CutoffRule
 
@@ -57,3 +58,10 @@ def load_split_conf(
     dates = {k: merged.pop(k) for k in ("manual_cutoff", "manual_val_cutoff") if k in merged}
     conf: SplitConf = from_mapping(SplitConf, merged, where)
     return dataclasses.replace(conf, rule=rule, **dates)
+
+
+def conf_floor(dataset: str, path: str | Path | None = None) -> int:
+    """The user floor a split conf (default ``conf/split.yaml``) gives a dataset or variant (a
+    variant takes its source's entry, as ``intent run`` does): what `intent evaluate` and
+    `intent report` assume where no floor is given."""
+    return load_split_conf(path or CONF_DIR / "split.yaml", parse_dataset(dataset).source).floor_users

@@ -186,3 +186,12 @@ def test_a_user_mistake_after_spark_started_is_one_line(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith(f"intent split: error: {tmp_path / 'lake'}: no events of hm; ingest hm first")
+
+
+def test_the_floor_an_evaluate_or_report_assumes_is_the_split_confs_of_the_source(tmp_path):
+    from intent_spark.split.conf import conf_floor
+
+    conf = tmp_path / "split.yaml"
+    conf.write_text((CONF_DIR / "split.yaml").read_text() + "  hm: {floor_users: 300}\n")
+    assert conf_floor("hm", conf) == conf_floor("hm.seed1", conf) == conf_floor("hm.origin2", conf) == 300
+    assert conf_floor("amazon_hk", conf) == 1000 == conf_floor("hm.leave_last_out")  # the shipped conf
