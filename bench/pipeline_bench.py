@@ -139,10 +139,23 @@ def _number(text: str | None) -> float:
         return 0.0
 
 
-def executed_scans(nodes: list[dict[str, Any]]) -> list[tuple[str, float, float]]:
-    """(format, rows, bytes) of every file scan of a query that read anything (a cached plan's
-    scans are listed with the query that reads the cache, but read nothing then)."""
-    scans = []
+def executed_scans(
+    nodes: list[dict[str, Any]], edges: list[dict[str, int]]
+) -> list[tuple[str, float, float]]:
+    """(format, rows, bytes) of every file scan of a query that read anything. A persisted set's
+    plan is listed under each InMemoryTableScan that reads it, every copy with the metrics of the
+    one scan that filled the cache: counted once. (A later query lists it again, reading nothing.)"""
+    parent = {edge["fromId"]: edge["toId"] for edge in edges}  # the graph's edges run child -> parent
+    names = {node["nodeId"]: node["nodeName"] for node in nodes}
+
+    def cached(node_id: int) -> bool:
+        while node_id in parent:
+            node_id = parent[node_id]
+            if names.get(node_id) == "InMemoryTableScan":
+                return True
+        return False
+
+    scans, filled = [], set()
     for node in nodes:
         name = node["nodeName"]
         if not name.startswith("Scan ") or name.startswith("Scan ExistingRDD"):
@@ -150,10 +163,13 @@ def executed_scans(nodes: list[dict[str, Any]]) -> list[tuple[str, float, float]
         metrics = {m["name"]: m["value"] for m in node["metrics"]}
         rows = _number(metrics.get("number of output rows"))
         files = _number(metrics.get("number of files read"))
+        size = _number(metrics.get("size of files read"))
+        if cached(node["nodeId"]):
+            if (name, rows, files, size) in filled:
+                continue
+            filled.add((name, rows, files, size))
         if rows > 0 or files > 0:
-            scans.append(
-                (name.removeprefix("Scan ").strip(), rows, _number(metrics.get("size of files read")))
-            )
+            scans.append((name.removeprefix("Scan ").strip(), rows, size))
     return scans
 
 
@@ -177,7 +193,7 @@ def plan_profile(spark, marks: tuple[int, int], lake: str, raw: str) -> dict[str
     for e in queries:
         for _, table in tables_in_plan(e.get("planDescription", ""), lake, raw):
             named[table] += 1
-        for fmt, rows, size in executed_scans(e["nodes"]):
+        for fmt, rows, size in executed_scans(e["nodes"], e.get("edges", [])):
             scans[fmt] += 1
             rows_read[fmt] += int(rows)
             bytes_read += size
