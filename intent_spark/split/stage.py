@@ -20,7 +20,7 @@ from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.faults import fault_point
 from intent_spark.core.progress import Progress, silent
 from intent_spark.lake.checksum import table_checksums
-from intent_spark.lake.tables import ingest_record, persisted, persisted_events, read_table, write_dataset
+from intent_spark.lake.tables import ingest_record, persisted_events, read_table, write_dataset
 from intent_spark.split.cells import seen_items, training_events, with_period
 from intent_spark.split.conf import SplitConf
 from intent_spark.split.cutoff import (
@@ -231,10 +231,11 @@ def _split_tables(spark, lake, dataset, events, conf, progress) -> list[SplitOut
     write_dataset(candidate_rows(spark, dataset, outcomes), lake, S.SPLIT_CANDIDATES, dataset)
     fault_point("split.holdout")
     progress(f"{dataset}: writing targets")
-    # computed once: written, and counted per cell from the same rows, not read back
-    with persisted(test.targets.unionByName(val.targets)) as targets:
-        write_dataset(targets, lake, S.TARGETS, dataset)
-        write_dataset(cell_counts(targets, conf.floor_users), lake, S.SPLIT_COUNTS, dataset)
+    write_dataset(test.targets.unionByName(val.targets), lake, S.TARGETS, dataset)
+    # Counted from the stored table: persisting the targets instead saves this read but changes
+    # their files, and with them the last bits of evaluate's sums (BENCHMARKS.md, rows read).
+    targets = read_table(spark, lake, S.TARGETS, dataset)
+    write_dataset(cell_counts(targets, conf.floor_users), lake, S.SPLIT_COUNTS, dataset)
     progress(f"{dataset}: checksums")
     write_checksums(spark, lake, dataset)
     return outcomes

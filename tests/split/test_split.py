@@ -219,3 +219,22 @@ def test_split_report_files_and_contents(spark, toy_lake, tmp_path):
     assert sum(h["events"] for h in val["histogram"]) == 33
     assert (folder / "toy_test_histogram.png").stat().st_size > 10_000
     assert "| known_future_new | 2 | 2 | 0.000 | yes |" in (folder / "toy.md").read_text()
+
+
+def test_the_sets_a_split_persists_are_released_when_it_ends(spark, tmp_path):
+    """The events the split reads once and keeps for all its tables are gone from the session when
+    it ends: nothing it persisted outlives the stage (the same toy events, split again)."""
+    from conftest import toy_event_rows
+
+    lake = str(tmp_path / "lake")
+    write_dataset(spark.createDataFrame(toy_event_rows(), S.EVENTS_SCHEMA), lake, S.EVENTS, "toy")
+
+    def persisted() -> set[int]:  # Delta keeps each table's log state cached: not the stage's
+        rdds = spark.sparkContext._jsc.getPersistentRDDs()
+        return {key for key in rdds if not str(rdds[key].name()).startswith("Delta Table State")}
+
+    before = persisted()
+    outcomes = run_split(spark, lake, DatasetRef("toy"), SplitConf(seed=4))
+    assert [o.choice.cutoff for o in outcomes] == [datetime(2024, 4, 1), datetime(2024, 2, 19)]
+    assert read_table(spark, lake, S.TARGETS, "toy").count() > 0
+    assert persisted() == before
