@@ -157,26 +157,18 @@ def source_table(spark: SparkSession, lake: str, table: str, dataset: DatasetRef
 
 
 @contextmanager
-def persisted(frame: DataFrame) -> Iterator[DataFrame]:
-    """``frame`` computed once and kept for one block (memory, then local disk), released when the
-    block ends: nothing of it outlives the stage (a killed driver takes it with it)."""
-    from pyspark import StorageLevel
-
-    kept = frame.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        yield kept
-    finally:
-        kept.unpersist()
-
-
-@contextmanager
 def persisted_events(spark: SparkSession, lake: str, dataset: DatasetRef) -> Iterator[DataFrame]:
     """A dataset's events (``user_id, item_id, ts, seq``) read from the lake once and persisted
     for one stage, released when the block ends: every table of the stage is computed from this
-    one set."""
+    one set, and nothing of it outlives the stage (a killed driver takes it with it)."""
+    from pyspark import StorageLevel
+
     events = source_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
-    with persisted(events) as kept:
-        yield kept
+    persisted = events.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        yield persisted
+    finally:
+        persisted.unpersist()
 
 
 def months_before(at: datetime, months: int) -> datetime:
