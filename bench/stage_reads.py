@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pipeline_bench import plan_profile, rest
+from pipeline_bench import plan_profile, rest, spark_marks
 
 from intent_spark.core.conf import CONF_DIR
 from intent_spark.core.datasets import DatasetRef
@@ -33,12 +33,12 @@ DATASET = DatasetRef("rees46")
 
 
 def measure(spark, name: str, events: int, lake: str, raw: str, stage) -> None:
-    stage_mark = max((s["stageId"] for s in rest(spark, "stages")), default=-1)
-    sql_mark = max((e["id"] for e in rest(spark, "sql?details=false&offset=0&length=1000000")), default=-1)
+    marks = spark_marks(spark)
     started = time.monotonic()
     stage()
     seconds = time.monotonic() - started
-    planned = plan_profile(spark, (stage_mark, sql_mark), lake, raw)["rows_read"].get("parquet", 0)
+    planned = plan_profile(spark, marks, lake, raw)["rows_read"].get("parquet", 0)
+    stage_mark = marks[0]
     done = [s for s in rest(spark, "stages?status=complete") if s["stageId"] > stage_mark]
     tasks = sum(s["inputRecords"] for s in done)
     print(
