@@ -4,6 +4,7 @@ generated data with every origin's cutoff recomputed from the events."""
 
 from __future__ import annotations
 
+import shutil
 from datetime import datetime, timedelta
 
 import pandas as pd
@@ -125,16 +126,20 @@ def _rule_by_hand(events: pd.DataFrame, new_users: set[str]) -> datetime:
 
 
 @pytest.mark.slow
-def test_a_run_backtests_three_origins_and_reports_their_order(spark, tmp_path):
+def test_a_run_backtests_three_origins_and_reports_their_order(spark, reference_run, tmp_path, capsys):
+    """On a copy of the reference run (its ingest, split and popularity are skipped): the three
+    origins are split, trained, scored and evaluated, and repeat_last is added everywhere."""
     from intent_spark.cli import main
 
     work = tmp_path / "work"
+    shutil.copytree(reference_run, work)  # keeps modification times: ingest is not redone
     conf = tmp_path / "run.yaml"
     conf.write_text(
         f"workdir: {work}\nseed: 3\ndatasets:\n  - {{name: hm, events: 3000}}\n"
         "models: [popularity, repeat_last]\nbacktest: {origins: 3, replicates: 20}\n"
     )
     assert main(["run", "--conf", str(conf)]) == 0
+    assert "hm: split skipped (inputs unchanged since it finished)" in capsys.readouterr().err
     lake = str(work / "lake")
     events = read_table(spark, lake, S.EVENTS, "hm").select(S.USER_ID, S.TS).toPandas()
     last = events["ts"].max()
