@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -246,6 +247,19 @@ def reference_run(spark, tmp_path_factory) -> Path:
             assert main(["run", "--conf", str(write_run_conf(folder))]) == 0
             finished.touch()
     return folder / "work"
+
+
+def copy_reference_run(reference_run: Path, to: Path) -> Path:
+    """A copy of the reference run's workdir that a run extends (modification times kept: its
+    ingest is not redone). The copy's MLflow experiment keeps its artifacts in the copy: an
+    experiment keeps the artifact folder it was made with, which is the reference's own, and
+    the reference is read by both workers, never written."""
+    import sqlite3
+
+    shutil.copytree(reference_run, to)
+    with sqlite3.connect(to / "mlflow.db") as db:  # MLflow has no call that moves an experiment's artifacts
+        db.execute("UPDATE experiments SET artifact_location = ?", ((to / "mlartifacts").resolve().as_uri(),))
+    return to
 
 
 # the generated H&M files of ``write_run_conf`` have no malformed line: rejects is empty in both

@@ -20,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import copy_reference_run
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
@@ -604,7 +605,7 @@ def test_a_reference_models_top_100_round_trips_exactly(spark, reference_run, tm
     from intent_spark.cli import main
 
     work = tmp_path / "work"
-    shutil.copytree(reference_run, work)
+    copy_reference_run(reference_run, work)
     lake, answers = str(work / "lake"), str(tmp_path / "popularity.parquet")
     base = ["--dataset", "hm", "--lake", lake]
     assert main(["score", *base, "--model", "popularity", "--top-k", "100", "--export", answers]) == 0

@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -49,6 +50,25 @@ def _intents(*commands: list[str]) -> subprocess.Popen:
         f"for words in {commands!r}:\n    if code := main(words):\n        sys.exit(code)\n"
     )
     return _python("-c", script)
+
+
+def _in_thread(*commands: list[str]) -> tuple[threading.Thread, list[int]]:
+    """Several ``intent`` commands one after the other in a thread of this process (its session),
+    stopping at the first that fails: the second writer beside a child, for one JVM start less.
+    The thread's exit codes come back in the list once it ends."""
+    from intent_spark.cli import main
+
+    codes: list[int] = []
+
+    def run() -> None:
+        for words in commands:
+            codes.append(main(words))
+            if codes[-1]:
+                return
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, codes
 
 
 def _copy_lake(reference_run: Path, to: Path) -> str:
@@ -110,14 +130,18 @@ def test_a_second_writer_of_a_dataset_stops_naming_the_first(spark, reference_ru
 
 
 @pytest.mark.slow
-def test_two_splits_of_one_dataset_at_once_one_runs_one_stops(spark, reference_run, tmp_path):
-    """The reference's split (seed 0) against another seed with the reference's cutoffs fixed by
-    hand (so it cannot fail on its own): the seeds in the tables tell whose rows they are."""
+def test_two_splits_of_one_dataset_at_once_one_runs_one_stops(spark, reference_run, tmp_path, capsys):
+    """The reference's split (seed 0, in a thread of this process) against another seed (a child)
+    with the reference's cutoffs fixed by hand (so it cannot fail on its own): the seeds in the
+    tables tell whose rows they are."""
     lake = _copy_lake(reference_run, tmp_path / "lake")
-    first = _intent("split", "--dataset", "hm", "--lake", lake, "--seed", "0")
+    capsys.readouterr()
+    first, first_codes = _in_thread(["split", "--dataset", "hm", "--lake", lake, "--seed", "0"])
     other = ("--seed", "4", "--cutoff", "2020-08-01", "--val-cutoff", "2020-05-01")
     second = _intent("split", "--dataset", "hm", "--lake", lake, *other)
-    outcomes = [(p.wait(timeout=600), p.stderr.read()) for p in (first, second)]
+    second_code = second.wait(timeout=600)
+    first.join(timeout=600)
+    outcomes = [(first_codes[0], capsys.readouterr().err), (second_code, second.stderr.read())]
     codes = sorted(code for code, _ in outcomes)
     assert codes == [0, 2], [err[-2000:] for _, err in outcomes]
     stopped = next(err for code, err in outcomes if code == 2)
@@ -142,22 +166,27 @@ def test_two_splits_of_one_dataset_at_once_one_runs_one_stops(spark, reference_r
 
 
 @pytest.mark.slow
-def test_two_datasets_of_one_lake_are_written_side_by_side(spark, reference_run, tmp_path):
-    """Two processes, one per dataset, each `intent ingest` then `intent split` of its own: the
-    ingests write a fresh lake at once (both create each table: Delta's conflict on the creation
-    is retried), then the splits run side by side; each dataset equals its lone run."""
+def test_two_datasets_of_one_lake_are_written_side_by_side(spark, reference_run, tmp_path, capsys):
+    """Two writers, one per dataset (this process in a thread, and a child), each `intent
+    ingest` then `intent split` of its own: the ingests write a fresh lake at once (both create
+    each table: Delta's conflict on the creation is retried), then the splits run side by side;
+    each dataset equals its lone run."""
     lake = str(tmp_path / "lake")
     raw = reference_run / "raw" / "hm"
     shutil.copytree(raw, tmp_path / "raw_copy")
-    runs = [
-        _intents(
+    commands = [
+        [
             ["ingest", "--dataset", dataset, "--conf", "hm", "--raw", str(folder), "--lake", lake],
             ["split", "--dataset", dataset, "--lake", lake],
-        )
+        ]
         for dataset, folder in (("hm", raw), ("hm_copy", tmp_path / "raw_copy"))
     ]
-    for run in runs:
-        assert run.wait(timeout=600) == 0, run.stderr.read()[-3000:]
+    capsys.readouterr()
+    child = _intents(*commands[1])
+    here, codes = _in_thread(*commands[0])
+    assert child.wait(timeout=600) == 0, child.stderr.read()[-3000:]
+    here.join(timeout=600)
+    assert codes == [0, 0], capsys.readouterr().err[-3000:]
     reference = str(reference_run / "lake")
     same_tables(spark, lake, reference, "hm", [S.EVENTS, S.REJECTS, S.HOLDOUT, S.TARGETS])
     copy = read_table(spark, lake, S.TARGETS, "hm_copy").drop(S.DATASET)

@@ -5,10 +5,9 @@ its table is checked on hand-made metrics rows."""
 
 from __future__ import annotations
 
-import shutil
-
 import pandas as pd
 import pytest
+from conftest import copy_reference_run
 from pyspark.sql import functions as F
 
 from intent_spark.cli import main
@@ -24,7 +23,7 @@ COMPARE = "compare: {datasets: [hm], protocols: [horizon], replicates: 20}"
 
 def test_a_compare_run_reports_protocols_and_the_cutoff_rule(spark, reference_run, tmp_path):
     work = tmp_path / "work"
-    shutil.copytree(reference_run, work)  # keeps modification times: ingest is not redone
+    copy_reference_run(reference_run, work)
     conf = tmp_path / "run.yaml"
     conf.write_text(
         f"workdir: {work}\nseed: 3\ndatasets:\n  - {{name: hm, events: 3000}}\n"

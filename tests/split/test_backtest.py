@@ -4,11 +4,11 @@ generated data with every origin's cutoff recomputed from the events."""
 
 from __future__ import annotations
 
-import shutil
 from datetime import datetime, timedelta
 
 import pandas as pd
 import pytest
+from conftest import copy_reference_run
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
@@ -132,7 +132,7 @@ def test_a_run_backtests_three_origins_and_reports_their_order(spark, reference_
     from intent_spark.cli import main
 
     work = tmp_path / "work"
-    shutil.copytree(reference_run, work)  # keeps modification times: ingest is not redone
+    copy_reference_run(reference_run, work)
     conf = tmp_path / "run.yaml"
     conf.write_text(
         f"workdir: {work}\nseed: 3\ndatasets:\n  - {{name: hm, events: 3000}}\n"

@@ -9,6 +9,7 @@ new items e=5 q=6 y=7 z=8, so ``PrefixScores`` (score(i) = -i) ranks a target at
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, copy_reference_run
 from pyspark.sql import functions as F
 
 from intent_spark.cli import main
@@ -468,7 +469,6 @@ def installed_example(tmp_path_factory):
     """``pip install examples/cooccurrence`` into this environment (once; a no-op after), built
     from a copy so that no build folder is left in the repository."""
     import importlib.metadata
-    import shutil
     import subprocess
 
     try:
@@ -484,11 +484,15 @@ def installed_example(tmp_path_factory):
     registry.installed.cache_clear()
 
 
-def test_the_example_plugin_runs_by_name_through_every_stage(spark, installed_example, toy, tmp_path):
+def test_the_example_plugin_runs_by_name_through_every_stage(
+    spark, installed_example, toy, reference_run, tmp_path
+):
     """``intent run`` with it beside popularity and a plug-in written from the docs alone
-    (``docs_plugin.py``, by ``module:Class``) on a generated source, then ``intent train``,
-    ``score`` and ``evaluate`` by name on the toy lake."""
+    (``docs_plugin.py``, by ``module:Class``) on a copy of the reference run (a generated
+    source: its ingest, split and popularity are skipped), then ``intent train``, ``score`` and
+    ``evaluate`` by name on the toy lake."""
     assert registry.registered()["cooccurrence"].origin == "entry point of intent-cooccurrence"
+    copy_reference_run(reference_run, tmp_path / "work")
     conf = tmp_path / "run.yaml"
     conf.write_text(
         textwrap.dedent(
