@@ -9,7 +9,6 @@ new items e=5 q=6 y=7 z=8, so ``PrefixScores`` (score(i) = -i) ranks a target at
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -469,6 +468,7 @@ def installed_example(tmp_path_factory):
     """``pip install examples/cooccurrence`` into this environment (once; a no-op after), built
     from a copy so that no build folder is left in the repository."""
     import importlib.metadata
+    import shutil
     import subprocess
 
     try:
