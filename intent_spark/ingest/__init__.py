@@ -250,17 +250,18 @@ def ingest_source(
                 checked, written, read_table(spark, lake, S.REJECTS, name), name, event_files
             )
             levelled = manifest.withColumns({"source": F.lit(conf.name), S.ITEM_LEVEL: F.lit(conf.level)})
-            write_dataset(levelled, lake, S.INGEST_FILES, name)
+            # one row per raw file: the summary's totals come from these rows, not a read-back
+            per_file = levelled.collect()
+            write_dataset(spark.createDataFrame(per_file, levelled.schema), lake, S.INGEST_FILES, name)
         finally:
             for persisted in (checked, fine_items):
                 if persisted is not None:
                     persisted.unpersist()
 
-    totals = read_table(spark, lake, S.INGEST_FILES, name).agg(F.count(F.lit(1)), F.sum("raw_rows")).first()
     return IngestSummary(
         dataset=name,
-        files=int(totals[0]),
-        raw_rows=int(totals[1] or 0),
+        files=len(per_file),
+        raw_rows=sum(row["raw_rows"] or 0 for row in per_file),
         events=written_rows[S.EVENTS],
         rejects=written_rows[S.REJECTS],
         items=written_rows[S.ITEMS],
