@@ -16,6 +16,8 @@ from intent_spark.core.datasets import DatasetRef
 from intent_spark.lake.tables import read_table, source_table
 from intent_spark.split.cells import label_events, training_events
 
+NAMES = (S.TEST, S.VAL)
+
 
 def split_summary(
     spark: SparkSession, lake: str, dataset: DatasetRef, labelled_of: Mapping[str, DataFrame] | None = None
@@ -30,13 +32,14 @@ def split_summary(
     events = source_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
     holdout = read_table(spark, lake, S.HOLDOUT, dataset)
     targets = read_table(spark, lake, S.TARGETS, dataset)
-    names = (S.TEST, S.VAL)
     # Every collect below reads a small table or aggregate: a row per split, cell, candidate,
     # user count or month/day.
     rows = {r[S.SPLIT]: r for r in read_table(spark, lake, S.SPLITS, dataset).collect()}
+    # the summary's two splits, whatever else a table may hold
+    targets = targets.where(F.col(S.SPLIT).isin(*NAMES))
     labelled: dict[str, DataFrame] = {}
     owned: list[DataFrame] = []
-    for name in names:
+    for name in NAMES:
         given = labelled_of.get(name)
         if given is None:  # read by the history, the seen shares and the histogram: joined once
             # The validation split lives inside the test split's training period.
@@ -49,11 +52,27 @@ def split_summary(
             )
             owned.append(given)
         labelled[name] = given
+    try:
+        return _figures(spark, lake, dataset, rows, labelled, targets)
+    finally:
+        for frame in owned:
+            frame.unpersist()
+
+
+def _figures(
+    spark: SparkSession,
+    lake: str,
+    dataset: DatasetRef,
+    rows: Mapping[str, Any],
+    labelled: Mapping[str, DataFrame],
+    targets: DataFrame,
+) -> dict[str, Any]:
+    """The summary of each split of ``rows``, from its labelled population and its targets."""
     training = reduce(
         DataFrame.unionByName,
         [
             training_events(labelled[name]).select(F.lit(name).alias(S.SPLIT), S.USER_ID, S.ITEM_ID)
-            for name in names
+            for name in NAMES
         ],
     )
     history = {
@@ -84,19 +103,21 @@ def split_summary(
     }
     # An event's earlier events of its user and item all lie in the test population (the
     # validation one is its training part), so one pass flags the targets of both splits.
-    repeats: dict[str, dict[str, tuple[int, int]]] = {name: {} for name in names}
+    repeats: dict[str, dict[str, tuple[int, int]]] = {name: {} for name in NAMES}
     for r in repeat_counts(labelled[S.TEST], targets).collect():  # per split and cell
         repeats[r[S.SPLIT]][r[S.CELL]] = (r.repeats, r.targets)
-    cells: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in names}
-    for r in read_table(spark, lake, S.SPLIT_COUNTS, dataset).collect():  # a row per split and cell
+    cells: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in NAMES}
+    counts = read_table(spark, lake, S.SPLIT_COUNTS, dataset).where(F.col(S.SPLIT).isin(*NAMES))
+    for r in counts.collect():  # a row per split and cell
         cells[r[S.SPLIT]][r[S.CELL]] = {
             "users": r.n_users,
             "targets": r.n_targets,
             "below_floor": r.below_floor,
             "repeat_rate": _share(*repeats[r[S.SPLIT]].get(r[S.CELL], (0, 0))),
         }
-    candidates: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-    for r in read_table(spark, lake, S.SPLIT_CANDIDATES, dataset).orderBy(S.SPLIT, "candidate").collect():
+    candidates: dict[str, list[dict[str, Any]]] = {name: [] for name in NAMES}
+    listed = read_table(spark, lake, S.SPLIT_CANDIDATES, dataset).where(F.col(S.SPLIT).isin(*NAMES))
+    for r in listed.orderBy(S.SPLIT, "candidate").collect():  # a row per split and candidate
         candidates[r[S.SPLIT]].append(
             {
                 "at": r.candidate.isoformat(),
@@ -115,7 +136,7 @@ def split_summary(
                     F.date_trunc(rows[name]["granularity"], F.col(S.TS)).alias("start"),
                     S.IS_NEW,
                 )
-                for name in names
+                for name in NAMES
             ],
         )
         .groupBy(S.SPLIT, "start")
@@ -124,7 +145,7 @@ def split_summary(
         .collect()
     )
     summary: dict[str, Any] = {"dataset": dataset, "splits": {}}
-    for name in names:
+    for name in NAMES:
         row, split_history, split_shares, split_repeats = (
             rows[name],
             history.get(name),
@@ -161,8 +182,6 @@ def split_summary(
                 if r[S.SPLIT] == name
             ],
         }
-    for frame in owned:
-        frame.unpersist()
     return summary
 
 
