@@ -32,8 +32,7 @@ def split_summary(
     events = source_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
     holdout = read_table(spark, lake, S.HOLDOUT, dataset)
     targets = read_table(spark, lake, S.TARGETS, dataset)
-    # Every collect below reads a small table or aggregate: a row per split, cell, candidate,
-    # user count or month/day.
+    # a row per split
     rows = {r[S.SPLIT]: r for r in read_table(spark, lake, S.SPLITS, dataset).collect()}
     # the summary's two splits, whatever else a table may hold
     targets = targets.where(F.col(S.SPLIT).isin(*NAMES))
@@ -68,6 +67,8 @@ def _figures(
     targets: DataFrame,
 ) -> dict[str, Any]:
     """The summary of each split of ``rows``, from its labelled population and its targets."""
+    # Every collect here reads a small table or aggregate: a row per split, cell, candidate,
+    # user count or month/day.
     training = reduce(
         DataFrame.unionByName,
         [
