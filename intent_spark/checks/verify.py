@@ -9,6 +9,7 @@ expressions, and checksums from the rows, so a bug in ``split`` shows up as a fa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -237,10 +238,7 @@ def count_violations(
         aggregate = rows.agg(*[counted.alias(check) for check, counted, _ in checks])
         pairs = [F.struct(F.lit(check).alias("check"), F.col(check).alias("n")) for check, _, _ in checks]
         parts.append(aggregate.select(F.explode(F.array(*pairs)).alias("_c")).select("_c.check", "_c.n"))
-    union = parts[0]
-    for part in parts[1:]:
-        union = union.unionByName(part)
-    found = {r["check"]: r["n"] for r in union.collect()}  # one row per check
+    found = {r["check"]: r["n"] for r in reduce(DataFrame.unionByName, parts).collect()}  # one row per check
     return [
         CheckResult(dataset, split, check, int(found[check]), detail)
         for _, checks in frames

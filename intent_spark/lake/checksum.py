@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -29,10 +30,7 @@ def table_checksums(tables: dict[str, DataFrame]) -> dict[str, Checksum]:
     ]
     if not parts:
         return {}
-    union = parts[0]
-    for part in parts[1:]:
-        union = union.unionByName(part)
-    found = {r["name"]: r for r in union.collect()}  # one row per table
+    found = {r["name"]: r for r in reduce(DataFrame.unionByName, parts).collect()}  # one row per table
     return {
         name: Checksum(
             int(found[name]["rows"]), str(found[name]["total"] if found[name]["total"] is not None else 0)

@@ -147,12 +147,8 @@ def _figures(
     )
     summary: dict[str, Any] = {"dataset": dataset, "splits": {}}
     for name in NAMES:
-        row, split_history, split_shares, split_repeats = (
-            rows[name],
-            history.get(name),
-            shares.get(name),
-            repeats[name],
-        )
+        row, split_repeats = rows[name], repeats[name]
+        split_history, split_shares = history.get(name), shares.get(name)
         summary["splits"][name] = {
             "cutoff": row[S.CUTOFF].isoformat(),
             "rule": row["rule"],

@@ -16,6 +16,8 @@ Parquet files straight from the lake:
 
 from __future__ import annotations
 
+from functools import reduce
+
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -149,10 +151,7 @@ def score_events(labelled: DataFrame, split_targets: DataFrame, catalogue_rows: 
 
 
 def _tagged(frames: list[DataFrame], dataset: str) -> DataFrame:
-    union = frames[0]
-    for frame in frames[1:]:
-        union = union.unionByName(frame)
-    return union.withColumn(S.DATASET, F.lit(dataset))
+    return reduce(DataFrame.unionByName, frames).withColumn(S.DATASET, F.lit(dataset))
 
 
 def inputs_stamp(spark: SparkSession, lake: str, dataset: str, context: int, max_tokens: int) -> str:
