@@ -36,8 +36,12 @@ T = typing.TypeVar("T")
 
 # MLflow retries a refused request 7 times with doubling waits (minutes in all); a stopped
 # server is said in seconds instead. Set these variables to wait longer.
-os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3")
+RETRIES_ENV = "MLFLOW_HTTP_REQUEST_MAX_RETRIES"
+os.environ.setdefault(RETRIES_ENV, "3")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+# Stores that refused a request after all its retries, until one answers again: the calls that
+# close a failed run try them once (each retried call would wait another 7 s for nothing).
+_REFUSED: set[str] = set()
 
 
 @contextmanager
@@ -52,11 +56,31 @@ def reaching(tracking_uri: str) -> Iterator[None]:
         text = str(exc).strip()
         first = (text.splitlines() or [type(exc).__name__])[0]
         if "Max retries exceeded" in text or "Connection refused" in text or "ConnectionError" in text:
+            _REFUSED.add(tracking_uri)
             raise IntentError(
                 f"MLflow at {tracking_uri} is unreachable (connection refused); start it, or point "
                 "--tracking-uri elsewhere, and rerun: no run of this stage was logged as finished"
             ) from exc
         raise IntentError(f"MLflow at {tracking_uri}: {first[:300]}") from exc
+    _REFUSED.discard(tracking_uri)
+
+
+@contextmanager
+def closing_runs(tracking_uri: str) -> Iterator[None]:
+    """MLflow's requests inside the block (a failed run's last status) tried once, without
+    retries, while the store has refused this process's last request; as set otherwise."""
+    if tracking_uri not in _REFUSED:
+        yield
+        return
+    before = os.environ.get(RETRIES_ENV)
+    os.environ[RETRIES_ENV] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(RETRIES_ENV, None)
+        else:
+            os.environ[RETRIES_ENV] = before
 
 
 def reaches_store(function: Callable[..., T]) -> Callable[..., T]:
@@ -201,13 +225,16 @@ def start_run(
         tags[TAG_PARENT] = parent_run_id
     # the block's own failure ends the run FAILED; a store gone by then leaves it RUNNING, and
     # the next run of this dataset and model closes it (close_abandoned_runs)
-    with (
-        reaching(tracking_uri),
-        store(tracking_uri),
-        mlflow.start_run(experiment_id=exp, run_name=f"{dataset}/{model}", tags=tags) as run,
-    ):
-        mlflow.log_params(params)
-        yield TrainingRun(run, tracking_uri)
+    with reaching(tracking_uri), store(tracking_uri):
+        run = mlflow.start_run(experiment_id=exp, run_name=f"{dataset}/{model}", tags=tags)
+        try:
+            mlflow.log_params(params)
+            yield TrainingRun(run, tracking_uri)
+        except BaseException:
+            with closing_runs(tracking_uri):
+                mlflow.end_run("FAILED")
+            raise
+        mlflow.end_run()
 
 
 def log_run_metrics(tracking_uri: str, run_id: str, metrics: dict[str, float]) -> None:
@@ -252,7 +279,7 @@ def start_benchmark(tracking_uri: str, name: str, params: dict[str, Any]) -> str
 def end_benchmark(tracking_uri: str, run_id: str, ok: bool) -> None:
     from mlflow import MlflowClient
 
-    with reaching(tracking_uri):
+    with reaching(tracking_uri), closing_runs(tracking_uri):
         MlflowClient(tracking_uri).set_terminated(run_id, "FINISHED" if ok else "FAILED")
 
 

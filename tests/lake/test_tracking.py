@@ -1,0 +1,57 @@
+"""MLflow's store refusing a request: one line naming it, and a failed run's closing calls
+that do not wait through every retry again. No JVM: a socket plays the refusing store."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from contextlib import suppress
+
+import pytest
+
+from intent_spark.core.errors import IntentError
+from intent_spark.lake.tracking import RETRIES_ENV, end_benchmark, experiment_id
+
+
+class ResettingStore:
+    """A port that accepts each connection and resets it at once, counting them: what a request
+    to a server that has gone away gets, with every attempt seen."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.attempts = 0
+        threading.Thread(target=self._reset_each, daemon=True).start()
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def _reset_each(self) -> None:
+        with suppress(OSError):
+            while True:
+                client, _ = self.listener.accept()
+                self.attempts += 1
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                client.close()
+
+
+def test_after_the_store_refused_a_failed_run_is_closed_with_one_try(monkeypatch):
+    monkeypatch.setenv(RETRIES_ENV, "2")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_JITTER", "0")
+    store = ResettingStore()
+    try:
+        with pytest.raises(IntentError) as refused:
+            experiment_id(store.uri)
+        assert str(refused.value) == (
+            f"MLflow at {store.uri} is unreachable (connection refused); start it, or point "
+            "--tracking-uri elsewhere, and rerun: no run of this stage was logged as finished"
+        )
+        assert store.attempts == 3  # the first try and two retries
+        with pytest.raises(IntentError, match="unreachable"):
+            end_benchmark(store.uri, "0" * 32, ok=False)
+        assert store.attempts == 4  # one try
+        assert os.environ[RETRIES_ENV] == "2"  # the setting is back for every other call
+    finally:
+        store.listener.close()
