@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,22 @@ from intent_spark.core.errors import ConfError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = REPO_ROOT / "conf"
+
+
+@contextmanager
+def environment(name: str, value: str | None) -> Iterator[None]:
+    """The environment variable ``name`` set to ``value`` inside the block (``None``: left as
+    it is), and as it was after it, unset where it was unset."""
+    before = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 def load_yaml(path: Path) -> dict[str, Any]:

@@ -17,12 +17,12 @@ import socket
 import subprocess
 import typing
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from intent_spark.core.conf import REPO_ROOT
+from intent_spark.core.conf import REPO_ROOT, environment
 from intent_spark.core.errors import IntentError
 from intent_spark.lake.locks import pid_alive
 
@@ -65,22 +65,10 @@ def reaching(tracking_uri: str) -> Iterator[None]:
     _REFUSED.discard(tracking_uri)
 
 
-@contextmanager
-def closing_runs(tracking_uri: str) -> Iterator[None]:
+def closing_runs(tracking_uri: str) -> AbstractContextManager[None]:
     """MLflow's requests inside the block (a failed run's last status) tried once, without
     retries, while the store has refused this process's last request; as set otherwise."""
-    if tracking_uri not in _REFUSED:
-        yield
-        return
-    before = os.environ.get(RETRIES_ENV)
-    os.environ[RETRIES_ENV] = "0"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(RETRIES_ENV, None)
-        else:
-            os.environ[RETRIES_ENV] = before
+    return environment(RETRIES_ENV, "0" if tracking_uri in _REFUSED else None)
 
 
 def reaches_store(function: Callable[..., T]) -> Callable[..., T]:

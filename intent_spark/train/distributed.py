@@ -22,6 +22,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from intent_spark.core.conf import environment
 from intent_spark.core.errors import IntentError
 from intent_spark.lake.files import filesystem
 
@@ -43,22 +44,16 @@ def run_processes(
     distributor = TorchDistributor(num_processes=processes, local_mode=local, use_gpu=use_gpu)
     distributor.logger.setLevel(logging.WARNING)  # its start and finish lines; ours say more
     before = os.environ.get("PYTHONPATH")
-    if local:  # a module:Class spec the driver can import, the processes can import too
-        os.environ["PYTHONPATH"] = os.pathsep.join(
-            [p for p in sys.path if p and os.path.isdir(p)] + ([before] if before else [])
-        )
-    try:
-        distributor.run(_guarded, work, staging, where, *args)
-    except Exception as exc:  # noqa: BLE001 - a process's own error, read back below
-        messages = _errors(staging)
-        if messages:
-            raise IntentError(messages[0]) from None
-        raise IntentError(f"{where}: the processes failed: {str(exc).splitlines()[0][:300]}") from exc
-    finally:
-        if before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = before
+    # a module:Class spec the driver can import, the processes can import too
+    importable = [p for p in sys.path if p and os.path.isdir(p)] + ([before] if before else [])
+    with environment("PYTHONPATH", os.pathsep.join(importable) if local else None):
+        try:
+            distributor.run(_guarded, work, staging, where, *args)
+        except Exception as exc:  # noqa: BLE001 - a process's own error, read back below
+            messages = _errors(staging)
+            if messages:
+                raise IntentError(messages[0]) from None
+            raise IntentError(f"{where}: the processes failed: {str(exc).splitlines()[0][:300]}") from exc
 
 
 def _gpus_for(spark: SparkSession, local: bool) -> bool:
