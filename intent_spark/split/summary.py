@@ -3,7 +3,7 @@ seen shares, repeat rates and the event histogram. ``intent_spark.report.split``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import reduce
 from typing import Any
 
@@ -69,13 +69,7 @@ def _figures(
     """The summary of each split of ``rows``, from its labelled population and its targets."""
     # Every collect here reads a small table or aggregate: a row per split, cell, candidate,
     # user count or month/day.
-    training = reduce(
-        DataFrame.unionByName,
-        [
-            training_events(labelled[name]).select(F.lit(name).alias(S.SPLIT), S.USER_ID, S.ITEM_ID)
-            for name in NAMES
-        ],
-    )
+    training = _both_splits(lambda name: training_events(labelled[name]).select(S.USER_ID, S.ITEM_ID))
     history = {
         r[S.SPLIT]: r
         for r in training.groupBy(S.SPLIT, S.USER_ID)
@@ -129,16 +123,10 @@ def _figures(
         )
     # one row per split and month or day: a histogram, not events
     buckets = (
-        reduce(
-            DataFrame.unionByName,
-            [
-                labelled[name].select(
-                    F.lit(name).alias(S.SPLIT),
-                    F.date_trunc(rows[name]["granularity"], F.col(S.TS)).alias("start"),
-                    S.IS_NEW,
-                )
-                for name in NAMES
-            ],
+        _both_splits(
+            lambda name: labelled[name].select(
+                F.date_trunc(rows[name]["granularity"], F.col(S.TS)).alias("start"), S.IS_NEW
+            )
         )
         .groupBy(S.SPLIT, "start")
         .agg(F.count(F.lit(1)).alias("events"), F.count(F.when(~F.col(S.IS_NEW), True)).alias("known"))
@@ -180,6 +168,14 @@ def _figures(
             ],
         }
     return summary
+
+
+def _both_splits(rows_of: Callable[[str], DataFrame]) -> DataFrame:
+    """The rows of each split of ``NAMES`` in one frame, each tagged with its split (``split``
+    first), so that a figure is one job over both."""
+    return reduce(
+        DataFrame.unionByName, [rows_of(name).select(F.lit(name).alias(S.SPLIT), "*") for name in NAMES]
+    )
 
 
 def repeat_counts(population: DataFrame, split_targets: DataFrame) -> DataFrame:
