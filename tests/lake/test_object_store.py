@@ -191,9 +191,10 @@ def test_the_chain_on_the_store_equals_the_local_chain(endpoint, reference_run, 
     for row, read back here through S3A; GRU4Rec is trained and scored by two processes against
     the store, its MLflow artifacts on the store, and ranks every target as the same model does
     scored by one process on a local copy of the lake; `intent export` from the store writes the
-    local lake's bytes, and `intent submit` against it scores every test target. The two runs are
-    children (the relay is their endpoint); the later commands run in this process, straight
-    against the store, on this session."""
+    local lake's bytes, and `intent submit` against it scores every test target. The failed run is
+    a child (the relay is its endpoint), so that the lock it leaves on the store is a gone
+    process's, which the rerun takes over; the rerun and every later command run in this process,
+    straight against the store, on this session."""
     from conftest import CHAIN_TABLES
 
     from intent_spark.lake.session import store_conf
@@ -246,13 +247,9 @@ def test_the_chain_on_the_store_equals_the_local_chain(endpoint, reference_run, 
     assert any(p.startswith(f"{BUCKET}/lake/targets/dataset=hm/part-") for p in stored), stored  # mid-write
     assert not any(p.startswith(f"{BUCKET}/lake/targets/_delta_log/") and p.endswith(".json") for p in stored)
     assert any(p.startswith(f"{BUCKET}/lake/holdout/_delta_log/") for p in stored)  # written before it
-    relay.marker = None
-    relay.start()
-    run = intent("run", "--conf", str(conf))
-    assert "hm: split resumed" in run.stderr, run.stderr[-3000:]
-    assert "hm: no split report: a lake on an object store keeps none" in run.stderr
-    assert (tmp_path / "work" / "report" / "report.html").is_file()
     relay.stop()
+
+    from intent_spark.cli import main
 
     lake = f"s3a://{BUCKET}/lake"
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
@@ -260,6 +257,13 @@ def test_the_chain_on_the_store_equals_the_local_chain(endpoint, reference_run, 
         hadoop.set(key.removeprefix("spark.hadoop."), value)
     hadoop.set("fs.s3a.access.key", os.environ["AWS_ACCESS_KEY_ID"])  # its JVM's environment has none
     hadoop.set("fs.s3a.secret.key", os.environ["AWS_SECRET_ACCESS_KEY"])
+    capsys.readouterr()
+    assert main(["run", "--conf", str(conf)]) == 0
+    resumed = capsys.readouterr().err
+    assert "hm: took over the lock of `intent run" in resumed, resumed[-3000:]  # the failed run's
+    assert "hm: split resumed" in resumed, resumed[-3000:]
+    assert "hm: no split report: a lake on an object store keeps none" in resumed
+    assert (tmp_path / "work" / "report" / "report.html").is_file()
     same_tables(spark, lake, str(reference_run / "lake"), "hm", list(CHAIN_TABLES))
     if os.environ.get("INTENT_PRINT_CHECKSUMS"):  # the side-by-side table, read with pytest -s
         _print_checksums_side_by_side(spark, str(reference_run / "lake"), lake, CHAIN_TABLES)
@@ -269,7 +273,6 @@ def test_the_chain_on_the_store_equals_the_local_chain(endpoint, reference_run, 
 
     from mlflow import MlflowClient
 
-    from intent_spark.cli import main
     from intent_spark.core import schema as S
     from intent_spark.lake.tables import read_table
     from intent_spark.lake.tracking import find_run
