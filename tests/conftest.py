@@ -267,11 +267,18 @@ EMPTY_IN_REFERENCE = ("rejects",)
 
 
 def same_tables(
-    spark, left: str, right: str, dataset: str, tables: list[str], empty: tuple[str, ...] = EMPTY_IN_REFERENCE
+    spark,
+    left: str,
+    right: str,
+    dataset: str,
+    tables: list[str],
+    empty: tuple[str, ...] = EMPTY_IN_REFERENCE,
+    models: tuple[str, ...] | None = None,
 ) -> None:
     """Each table holds the same rows in both lakes (maps compared as JSON, raw files by name,
     doubles to 1e-12: a mean's or a variance's last bits follow the order of its sum); tables in
-    ``empty`` hold no row in either, every other table holds some."""
+    ``empty`` hold no row in either, every other table holds some. With ``models``, a table with
+    a model column is compared on those models' rows only."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, MapType
 
@@ -279,6 +286,8 @@ def same_tables(
 
     def read(lake: str, table: str):
         frame = read_table(spark, lake, table, dataset)
+        if models is not None and "model" in frame.columns:
+            frame = frame.where(F.col("model").isin(list(models)))
         columns = []
         for field in frame.schema.fields:
             if isinstance(field.dataType, MapType):  # no set operations on maps

@@ -165,21 +165,10 @@ def _kill_an_executor_after_the_test_cutoff(process: subprocess.Popen) -> str:
 def test_intent_run_on_the_cluster_equals_the_local_run_despite_a_killed_executor(
     spark, cluster, reference_run, tmp_path
 ):
-    """One spark-submit of jobs/run.py: generate, ingest, split, verify, train, score, evaluate."""
-    conf = write_run_conf(tmp_path / "cluster")
-    run = _submit(cluster, "run", "--conf", str(conf))
-    log = _finish(run, "run", _kill_an_executor_after_the_test_cutoff(run))
-    assert "Lost executor" in log, log[-3000:]
-    assert "done: report at" in log
-    lake = str(tmp_path / "cluster" / "work" / "lake")
-    same_tables(spark, lake, str(reference_run / "lake"), DATASET, TABLES)
-    _train_and_score_in_two_processes_over_the_workers(spark, cluster, lake)
-
-
-def _train_and_score_in_two_processes_over_the_workers(spark, cluster, lake: str) -> None:
-    """GRU4Rec trained (the test split's model) and scored by two TorchDistributor processes,
-    barrier tasks on the two executors; the same run scored by one local process gives the
-    same ranks."""
+    """One spark-submit of jobs/run.py: generate, ingest, split, verify, train, score, evaluate,
+    report. Popularity's tables equal the local run's; GRU4Rec is trained and scored by two
+    TorchDistributor processes, barrier tasks on the two executors (one of them the killed
+    one's replacement), and the same model scored by one local process gives the same ranks."""
     from mlflow import MlflowClient
     from pyspark.sql import functions as F
 
@@ -188,12 +177,20 @@ def _train_and_score_in_two_processes_over_the_workers(spark, cluster, lake: str
     from intent_spark.train.conf import load_models_conf
     from intent_spark.train.score import score
 
-    common = ["--dataset", DATASET, "--lake", lake, "--model", "gru4rec", "--processes", "2"]
-    trained = _finish(
-        _submit(cluster, "train", *common, "--steps", "20", "--split", "test"), "train in 2 processes"
+    conf = write_run_conf(tmp_path / "cluster")
+    conf.write_text(
+        conf.read_text().replace("models: [popularity]", "models: [popularity, gru4rec]")
+        + "processes: 2\nmodel_overrides:\n  gru4rec: {steps: 20}\n"
     )
-    assert "training in 2 processes" in trained and "step 20/20" in trained, trained[-3000:]
-    _finish(_submit(cluster, "score", *common), "score in 2 processes")
+    run = _submit(cluster, "run", "--conf", str(conf))
+    log = _finish(run, "run", _kill_an_executor_after_the_test_cutoff(run))
+    assert "Lost executor" in log, log[-3000:]
+    assert "done: report at" in log
+    for split in ("test", "val"):
+        assert f"hm gru4rec {split}: training in 2 processes" in log, log[-3000:]
+    assert "step 20/20" in log and "hm gru4rec: scoring in 2 processes" in log, log[-3000:]
+    lake = str(tmp_path / "cluster" / "work" / "lake")
+    same_tables(spark, lake, str(reference_run / "lake"), DATASET, TABLES, models=("popularity",))
     uri = default_tracking_uri(lake)
     assert (
         MlflowClient(uri).get_run(find_run(uri, DATASET, "gru4rec").info.run_id).data.params["processes"]
