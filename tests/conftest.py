@@ -217,12 +217,14 @@ def real_data() -> Path:
     return REAL_DATA
 
 
-def write_run_conf(folder: Path) -> Path:
-    """A small `intent run` conf: one generated source, the popularity model, seed 3."""
+def write_run_conf(folder: Path, models: tuple[str, ...] = ("popularity",), more: str = "") -> Path:
+    """A small `intent run` conf: one generated source, the popularity model (or ``models``),
+    seed 3, then the YAML lines ``more``."""
     folder.mkdir(parents=True, exist_ok=True)
     conf = folder / "run.yaml"
     conf.write_text(
-        f"workdir: {folder / 'work'}\nseed: 3\ndatasets:\n  - {{name: hm, events: 3000}}\nmodels: [popularity]\n"
+        f"workdir: {folder / 'work'}\nseed: 3\ndatasets:\n  - {{name: hm, events: 3000}}\n"
+        f"models: [{', '.join(models)}]\n{more}"
     )
     return conf
 

@@ -177,10 +177,10 @@ def test_intent_run_on_the_cluster_equals_the_local_run_despite_a_killed_executo
     from intent_spark.train.conf import load_models_conf
     from intent_spark.train.score import score
 
-    conf = write_run_conf(tmp_path / "cluster")
-    conf.write_text(
-        conf.read_text().replace("models: [popularity]", "models: [popularity, gru4rec]")
-        + "processes: 2\nmodel_overrides:\n  gru4rec: {steps: 20}\n"
+    conf = write_run_conf(
+        tmp_path / "cluster",
+        models=("popularity", "gru4rec"),
+        more="processes: 2\nmodel_overrides:\n  gru4rec: {steps: 20}\n",
     )
     run = _submit(cluster, "run", "--conf", str(conf))
     log = _finish(run, "run", _kill_an_executor_after_the_test_cutoff(run))
