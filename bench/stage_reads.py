@@ -3,6 +3,7 @@ release, counted twice, from the queries' plans (as `pipeline_bench.py` counts) 
 tasks' own input records (Spark's stage metrics), so each count checks the other.
 
     .venv/bin/python bench/stage_reads.py --events 200000 1000000 --workdir /tmp/stage-reads
+    .venv/bin/python bench/stage_reads.py --events 50000000 --driver-memory 6g
 """
 
 from __future__ import annotations
@@ -54,8 +55,11 @@ def main() -> None:
     parser.add_argument("--events", type=int, nargs="+", default=[200_000])
     parser.add_argument("--workdir", default="/tmp/stage-reads")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--driver-memory", default="4g", help="the driver's heap (6g from 50M events)")
     args = parser.parse_args()
-    spark = build_session("intent-stage-reads", {"spark.ui.enabled": "true", "spark.driver.memory": "4g"})
+    spark = build_session(
+        "intent-stage-reads", {"spark.ui.enabled": "true", "spark.driver.memory": args.driver_memory}
+    )
     split_conf = load_split_conf(CONF_DIR / "split.yaml", DATASET.source)
     models = load_models_conf()
     for events in args.events:
