@@ -1,7 +1,7 @@
 """Where a command's CPU goes, by kind of process: run it, read every process's CPU time from
 ``/proc`` once a second, and sum them by what each process is (a test worker's Python or its
-JVM, an `intent` child and its JVM, the standalone cluster, Spark's Python workers, TorchDistributor's
-processes, the MLflow server, moto...).
+JVM, an `intent` child and its JVM, the standalone cluster, Spark's Python workers,
+TorchDistributor's processes, the MLflow server, moto...).
 
     .venv/bin/python bench/suite_cpu.py -- .venv/bin/python -m pytest
 
@@ -24,8 +24,8 @@ PYTHON_KINDS = (
     ("intent_spark.cli", "`intent` child: Python"),
     ("pyspark.daemon", "Spark's Python workers"),
     ("pyspark.worker", "Spark's Python workers"),
-    ("/train.py", "TorchDistributor processes (local)"),  # its script in a temporary folder
-    ("torch.distributed.run", "TorchDistributor processes (local)"),
+    ("/train.py", "TorchDistributor processes"),  # its script in a temporary folder
+    ("torch.distributed.run", "TorchDistributor processes"),
     ("mlflow", "MLflow server"),
     ("uvicorn", "MLflow server"),
     ("huey", "MLflow server"),
