@@ -243,15 +243,25 @@ def test_verify_checks_the_model_inputs_and_catches_a_leak(spark, toy):
     }
 
 
-def test_evaluate_writes_metrics_and_mlflow_finds_them_by_name(spark, toy, toy_ranks):
-    import mlflow
-
+@pytest.fixture(scope="module")
+def toy_metrics(spark, toy, toy_ranks):
+    """`evaluate` of the four models' ranks: ``metrics``, ``comparisons`` and ``user_metrics``
+    of the toy, each model's cell metrics logged to its training run. Every test that reads
+    them asks for this, so each runs alone too."""
     from intent_spark.evaluate.metrics import evaluate
-    from intent_spark.lake.tracking import EXPERIMENT, store
 
     lake, uri = toy
     evaluate(Lake(spark, lake, uri), "toy", floor_users=1000)
-    metrics = read_table(spark, lake, S.METRICS_TABLE, "toy")
+    return read_table(spark, lake, S.METRICS_TABLE, "toy")
+
+
+def test_evaluate_writes_metrics_and_mlflow_finds_them_by_name(toy, toy_metrics):
+    import mlflow
+
+    from intent_spark.lake.tracking import EXPERIMENT, store
+
+    _, uri = toy
+    metrics = toy_metrics
     z_cell = metrics.where(
         (F.col(S.SPLIT) == "test")
         & (F.col(S.CELL) == "known_future_new")
@@ -269,7 +279,7 @@ def test_evaluate_writes_metrics_and_mlflow_finds_them_by_name(spark, toy, toy_r
     assert (found["metrics.test.known_future_new.mrr_10"] > 0).all()
 
 
-def test_comparisons_and_report_from_the_lake(spark, toy, toy_ranks, tmp_path, capsys):
+def test_comparisons_and_report_from_the_lake(spark, toy, toy_metrics, tmp_path, capsys):
     """After evaluate: the comparisons table by hand, then `intent report` on the real tables."""
     from intent_spark.cli import main
 
@@ -332,7 +342,7 @@ def test_comparisons_and_report_from_the_lake(spark, toy, toy_ranks, tmp_path, c
     assert all(f"toy/{m}" in table[0] for m in ("popularity", "repeat_last", "sasrec", "sasrec_f"))
 
 
-def test_runs_nest_and_are_found_on_a_real_mlflow_server(spark, toy, toy_ranks, tmp_path):
+def test_runs_nest_and_are_found_on_a_real_mlflow_server(spark, toy, toy_metrics, tmp_path):
     """A real `mlflow server` on 127.0.0.1: a benchmark parent run, a nested training run,
     metrics found by their documented names, and the report as the parent's artifacts."""
     import os
