@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -80,19 +81,15 @@ def cpu_seconds(pid: int) -> float:
 
 def sample(running: subprocess.Popen) -> dict[str, float]:
     """CPU seconds by kind over the command's life. A process's kind is read again while it is
-    one of Spark's launch scripts, which become the JVM they run under the same pid."""
-    own, last, kinds = os.getpid(), {}, {}
-    first = {pid: cpu_seconds(pid) for pid in _pids()}  # what ran before: only its growth counts
+    unknown or one of Spark's launch scripts, which become the JVM they run under the same pid."""
+    first = _readings()  # what ran before: only its growth counts
+    last, kinds = dict(first), {}
     while running.poll() is None:
-        for pid in _pids():
-            if pid == own:
-                continue
-            try:
-                last[pid] = cpu_seconds(pid)
-                if pid not in kinds or kinds[pid] in REREAD:
+        for pid, seconds in _readings().items():
+            last[pid] = seconds
+            if pid not in kinds or kinds[pid] in REREAD:
+                with suppress(OSError, ValueError, IndexError):  # gone since its reading
                     kinds[pid] = kind_of(pid)
-            except (OSError, ValueError, IndexError):
-                continue  # gone between the listing and the reading
         time.sleep(1)
     totals: dict[str, float] = {}
     for pid, seconds in last.items():
@@ -101,8 +98,16 @@ def sample(running: subprocess.Popen) -> dict[str, float]:
     return totals
 
 
-def _pids() -> list[int]:
-    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+def _readings() -> dict[int, float]:
+    """CPU seconds of every process alive now, this one left out."""
+    own, found = os.getpid(), {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != own:
+            try:
+                found[int(name)] = cpu_seconds(int(name))
+            except (OSError, ValueError, IndexError):
+                continue  # gone between the listing and the reading
+    return found
 
 
 def main() -> None:
@@ -121,7 +126,7 @@ def main() -> None:
     print("\n| process | CPU s | share |\n|---|---:|---:|", file=sys.stderr)
     whole = sum(totals.values())
     for kind, seconds in sorted(totals.items(), key=lambda item: -item[1]):
-        print(f"| {kind} | {seconds:,.0f} | {seconds / whole:.0%} |", file=sys.stderr)
+        print(f"| {kind} | {seconds:,.0f} | {seconds / max(whole, 1e-9):.0%} |", file=sys.stderr)
     print(f"| **all** | **{whole:,.0f}** | in {wall:,.0f} s of wall |", file=sys.stderr)
     sys.exit(running.returncode)
 
