@@ -42,6 +42,10 @@ BASE_CONF: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.adaptive.enabled": "true",
     "spark.databricks.delta.schema.autoMerge.enabled": "false",
+    # PySpark records the Python call site of every Column method for its error context: about
+    # eight JVM round trips and a failed `import IPython` each. Our errors name the stage, table
+    # and field; without it an `intent run` of 3,000 events takes ~8% less CPU.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 LOCAL_CONF: dict[str, str] = {
