@@ -39,14 +39,17 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         "intent-tests",
         {
             "spark.master": "local[2]",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.default.parallelism": "2",
             "spark.ui.enabled": "false",
             "spark.sql.warehouse.dir": str(work / "warehouse"),
             "spark.local.dir": str(work / "local"),
             "spark.driver.memory": "2g",
-            "spark.databricks.delta.snapshotPartitions": "2",
             **spark_settings(None, []),
+            # one task per stage of a job: the other pytest worker holds the other core, so a
+            # second task buys no time, and each costs its own scheduling (a frame made from a
+            # Python list, one Python task per partition: ~0.1 s each, BENCHMARKS.md)
+            "spark.sql.shuffle.partitions": "1",
+            "spark.default.parallelism": "1",
+            "spark.databricks.delta.snapshotPartitions": "1",
             # this JVM lives the whole run: unlike a child's, its hot code pays for the C2 compiler;
             # the throughput collector, not G1: ~10% less CPU over 41 Spark-bound tests (BENCHMARKS.md)
             "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:+UseParallelGC",
