@@ -231,11 +231,8 @@ def test_the_sets_a_split_persists_are_released_when_it_ends(spark, tmp_path):
 
     def persisted() -> dict[int, str]:  # Delta keeps each table's log state cached: not the stage's
         rdds = spark.sparkContext._jsc.getPersistentRDDs()
-        return {
-            key: str(rdds[key].name())
-            for key in rdds
-            if not str(rdds[key].name()).startswith("Delta Table State")
-        }
+        names = {key: str(rdds[key].name()) for key in rdds}
+        return {key: name for key, name in names.items() if not name.startswith("Delta Table State")}
 
     # compared by id: a set an earlier test left may be cleaned up meanwhile (Spark unpersists
     # what the JVM's collector finds unreachable), but nothing the split persists may stay
