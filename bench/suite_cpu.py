@@ -23,6 +23,7 @@ TICKS = os.sysconf("SC_CLK_TCK")
 PYTHON_KINDS = (
     ("exec(eval(sys.stdin", "test worker: Python"),  # pytest-xdist's execnet worker
     ("intent_spark.cli", "`intent` child: Python"),
+    ("intent_spark.lake.python_daemon", "Spark's Python workers"),
     ("pyspark.daemon", "Spark's Python workers"),
     ("pyspark.worker", "Spark's Python workers"),
     ("/train.py", "TorchDistributor processes"),  # its script in a temporary folder

@@ -297,16 +297,20 @@ def build_session(
 
 PYTHON_ENV = "PYSPARK_PYTHON"
 PYTHON_KEY = "spark.pyspark.python"
+DAEMON_KEY = "spark.python.daemon.module"
 
 
 def _workers_on_this_interpreter(conf: dict[str, str]) -> None:
     """Spark starts its Python workers with ``$PYSPARK_PYTHON``, else ``python3`` from PATH: absent
     on a machine with only ``python3.11``, another minor version (which PySpark refuses) on
     others. The embedded session names the driver's own interpreter unless the environment or the
-    settings (``spark.pyspark.python``) name one; PySpark reads only the environment variable."""
-    if os.environ.get(PYTHON_ENV):
-        return
-    os.environ[PYTHON_ENV] = conf.get(PYTHON_KEY) or sys.executable
+    settings (``spark.pyspark.python``) name one; PySpark reads only the environment variable.
+    Workers on the driver's own interpreter fork from ``python_daemon``, which can import us."""
+    if not os.environ.get(PYTHON_ENV):
+        os.environ[PYTHON_ENV] = conf.get(PYTHON_KEY) or sys.executable
+    if os.environ[PYTHON_ENV] == sys.executable and sys.version_info < (3, 12):
+        # workers that read each zip archive's directory once, not at every task (python_daemon.py)
+        conf.setdefault(DAEMON_KEY, "intent_spark.lake.python_daemon")
 
 
 def _submitted_conf() -> dict[str, str]:

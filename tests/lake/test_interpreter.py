@@ -1,12 +1,15 @@
-"""Spark's Python workers run on the interpreter that runs intent, whatever ``python3`` on PATH is."""
+"""Spark's Python workers run on the interpreter that runs intent, whatever ``python3`` on PATH is,
+forked from the daemon that reads each zip archive's directory once (python_daemon.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 from conftest import REPO_ROOT, same_tables
 
 from intent_spark.core import schema as S
@@ -54,3 +57,17 @@ def test_the_split_runs_with_no_python3_on_path(spark, toy_lake, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     same_tables(spark, toy_lake[0], lake, "toy", [S.HOLDOUT, S.SPLITS, S.TARGETS], empty=())
+
+
+def test_the_sessions_python_workers_fork_from_the_daemon_that_reads_archives_once(spark):
+    assert spark.createDataFrame([(n,) for n in range(5)], "n long").selectExpr("sum(n)").first()[0] == 10
+    commands = []
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # gone, or a zombie an earlier child left
+            commands.append(child.cmdline())
+    workers = [cmd for cmd in commands if any(part.startswith("pyspark.") for part in cmd[1:])]
+    assert workers, "no Python worker under this session"
+    if sys.version_info < (3, 12):
+        assert all(cmd[:3] == [sys.executable, "-m", "intent_spark.lake.python_daemon"] for cmd in workers), (
+            workers
+        )
