@@ -61,12 +61,13 @@ def test_the_split_runs_with_no_python3_on_path(spark, toy_lake, tmp_path):
 
 def test_the_sessions_python_workers_fork_from_the_daemon_that_reads_archives_once(spark):
     assert spark.createDataFrame([(n,) for n in range(5)], "n long").selectExpr("sum(n)").first()[0] == 10
+    jvm = psutil.Process(spark.sparkContext._gateway.proc.pid)  # this session's, not a child's
     commands = []
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):  # gone, or a zombie an earlier child left
+    for child in jvm.children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # gone, or a zombie
             commands.append(child.cmdline())
     workers = [cmd for cmd in commands if any(part.startswith("pyspark.") for part in cmd[1:])]
-    assert workers, "no Python worker under this session"
+    assert workers, f"no Python worker under this session's JVM: {commands}"
     if sys.version_info < (3, 12):
         assert all(cmd[:3] == [sys.executable, "-m", "intent_spark.lake.python_daemon"] for cmd in workers), (
             workers
