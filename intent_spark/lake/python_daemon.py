@@ -8,7 +8,8 @@ re-read lazy. Here an archive is read again only when its size or modification t
 
 The embedded session names this module as ``spark.python.daemon.module`` when its workers run on
 the driver's own interpreter (where this package is importable); the daemon forks every worker
-from this process, so each inherits the change. Spark's own daemon does the rest.
+from this process, so each inherits the change. Spark's own daemon does the rest, and all of it
+from Python 3.12 on, where the change is not made.
 """
 
 from __future__ import annotations

@@ -308,7 +308,7 @@ def _workers_on_this_interpreter(conf: dict[str, str]) -> None:
     Workers on the driver's own interpreter fork from ``python_daemon``, which can import us."""
     if not os.environ.get(PYTHON_ENV):
         os.environ[PYTHON_ENV] = conf.get(PYTHON_KEY) or sys.executable
-    if os.environ[PYTHON_ENV] == sys.executable and sys.version_info < (3, 12):
+    if os.environ[PYTHON_ENV] == sys.executable:
         # workers that read each zip archive's directory once, not at every task (python_daemon.py)
         conf.setdefault(DAEMON_KEY, "intent_spark.lake.python_daemon")
 

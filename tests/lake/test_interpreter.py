@@ -68,7 +68,6 @@ def test_the_sessions_python_workers_fork_from_the_daemon_that_reads_archives_on
             commands.append(child.cmdline())
     workers = [cmd for cmd in commands if any(part.startswith("pyspark.") for part in cmd[1:])]
     assert workers, f"no Python worker under this session's JVM: {commands}"
-    if sys.version_info < (3, 12):
-        assert all(cmd[:3] == [sys.executable, "-m", "intent_spark.lake.python_daemon"] for cmd in workers), (
-            workers
-        )
+    assert all(cmd[:3] == [sys.executable, "-m", "intent_spark.lake.python_daemon"] for cmd in workers), (
+        workers
+    )
