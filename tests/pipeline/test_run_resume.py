@@ -38,8 +38,20 @@ def test_stage_log_skips_unchanged_inputs_and_forgets_a_failed_stage(tmp_path):
     assert fingerprint("x", [1, 2]) == fingerprint("x", [1, 2]) != fingerprint("x", [2, 1])
 
 
+def _path_without_python(folder: Path) -> str:
+    """A PATH with every program of the system's folders (Java, bash, coreutils) except Python."""
+    folder.mkdir(exist_ok=True)
+    for system in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for program in sorted(Path(system).iterdir()) if Path(system).is_dir() else []:
+            link = folder / program.name
+            if not program.name.startswith("python") and not link.exists():
+                link.symlink_to(program)
+    return str(folder)
+
+
 def _run(conf: Path, *extra: str, extra_env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")} | (extra_env or {})
+    unset = ("MLFLOW_", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(unset)} | (extra_env or {})
     command = [sys.executable, "-m", "intent_spark.cli", "run", "--conf", str(conf), *extra]
     kwargs.setdefault("stderr", subprocess.PIPE)
     return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, text=True, **kwargs)
@@ -49,10 +61,16 @@ def _run(conf: Path, *extra: str, extra_env: dict[str, str] | None = None, **kwa
 def test_a_driver_killed_in_each_stage_resumes_and_ends_identical(spark, reference_run, tmp_path, capsys):
     """``kill -9`` of the driver in the middle of every stage in turn (a fault point, not a
     sleep), each run resuming the stage the one before was killed in; then a run to the end (in
-    this process, on this session: only a killed driver needs a process of its own)."""
+    this process, on this session: only a killed driver needs a process of its own).
+
+    The killed drivers run with no ``python3`` on PATH and no ``PYSPARK_PYTHON``: Spark's Python
+    workers must run on the interpreter that runs intent (the split's small frames start them),
+    and each stage from ingest to evaluate finishes in one of these children."""
     from intent_spark.cli import main
     from intent_spark.core.faults import FAULT_ENV, POINTS
 
+    path = _path_without_python(tmp_path / "bin")
+    assert subprocess.run(["bash", "-c", "command -v python3"], env={"PATH": path}).returncode != 0
     conf = write_run_conf(tmp_path / "killed")
     work = tmp_path / "killed" / "work"
     record = work / "lake" / "_stages" / "hm.json"
@@ -62,7 +80,9 @@ def test_a_driver_killed_in_each_stage_resumes_and_ends_identical(spark, referen
     for point in POINTS:
         log = tmp_path / f"{point}.log"
         with log.open("w") as sink:
-            killed = _run(conf, start_new_session=True, extra_env={FAULT_ENV: point}, stderr=sink)
+            killed = _run(
+                conf, start_new_session=True, extra_env={FAULT_ENV: point, "PATH": path}, stderr=sink
+            )
             killed.wait(timeout=600)
         with suppress(ProcessLookupError):
             os.killpg(killed.pid, signal.SIGKILL)  # the JVM and workers die with the driver's machine
