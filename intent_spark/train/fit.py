@@ -29,7 +29,7 @@ from intent_spark.train.conf import ModelsConf
 from intent_spark.train.inputs import build_model_inputs
 from intent_spark.train.plugin_errors import saves_tracebacks
 from intent_spark.train.registry import resolve, same_model_note
-from intent_spark.train.workers import FitJob, fit_process, open_batches
+from intent_spark.train.workers import FitJob, fit_processes, open_batches
 
 
 def _check_splits(splits: Sequence[str]) -> list[str]:
@@ -93,6 +93,10 @@ def train(
         start_run(tracking_uri, dataset, name, params, parent_run_id) as run,
         tempfile.TemporaryDirectory() as tmp,
     ):
+        # the processes fit every split in one launch; each split's model lands in tmp/split
+        fitted_by_split = (
+            _fit_in_processes(lake, dataset, model, conf, splits, Path(tmp)) if distributed else {}
+        )
         for split in splits:
             catalogue = split_catalogue(spark, root, dataset, split)
             meta: dict[str, Any] = {
@@ -103,11 +107,11 @@ def train(
             }
             run.log_params({f"{split}_n_items": catalogue.n_items, f"{split}_n_trained": catalogue.n_trained})
             folder = Path(tmp) / split
-            folder.mkdir()
+            folder.mkdir(exist_ok=True)
             where = f"{dataset} {name} {split}"
             stats: dict[str, Any] = {}
-            if distributed:  # the processes build, fit and save it; rank 0's model lands in folder
-                stats = _fit_in_processes(lake, dataset, model, conf, split, folder)
+            if distributed:  # the processes built, fitted and saved it; rank 0's model is in folder
+                stats = fitted_by_split[split]
             else:
                 fitted = build_model(cls, catalogue, conf, device)
                 if cls.fits:
@@ -131,45 +135,56 @@ def train(
         return run.run_id
 
 
-def _fit_in_processes(lake: Lake, dataset, model, conf, split, folder: Path) -> dict[str, Any]:
-    """One split's model fitted by ``conf.processes`` processes (TorchDistributor, DDP); rank
-    0's saved model copied into ``folder``; its fit's numbers."""
+def _fit_in_processes(
+    lake: Lake, dataset, model, conf, splits: Sequence[str], folder: Path
+) -> dict[str, dict[str, Any]]:
+    """Each split's model fitted by ``conf.processes`` processes (TorchDistributor, DDP), every
+    split in one launch; rank 0's saved model of each split copied into ``folder/split``; each
+    split's fit numbers."""
     from intent_spark.lake.files import remove_folder as drop_staging
     from intent_spark.lake.readers import row_groups
     from intent_spark.train.distributed import copy_folder, read_json, run_processes
 
     spark, root, progress = lake.spark, lake.root, lake.progress
     cls = resolve(model)
-    where = f"{dataset} {cls.name} {split}"
     if not cls.distributable:
         raise IntentError(
             f"model {cls.name!r} cannot be distributed (its fit has its own loop); train it with --processes 1"
         )
-    urls = split_files(spark, root, S.TRAIN_SEQUENCES, dataset, split)
-    groups = row_groups(urls)
-    if groups < conf.processes:
-        raise IntentError(
-            f"{where}: the training sequences hold {groups} row group(s), too few to shard over {conf.processes} processes"
-        )
-    staging = f"{root.rstrip('/')}/_staging/train/{dataset}/{cls.name}/{split}"
+    staging = f"{root.rstrip('/')}/_staging/train/{dataset}/{cls.name}"
     drop_staging(staging)
-    job = FitJob(
-        model=model,
-        conf=conf,
-        catalogue_urls=split_files(spark, root, S.CATALOGUE, dataset, split),
-        texts=item_texts(spark, root, dataset, split) if cls.needs_text else None,
-        sequence_urls=urls,
-        staging=staging,
-        where=where,
-    )
-    progress(f"{where}: training in {conf.processes} processes ({groups} row groups of training sequences)")
+    jobs = []
+    for split in splits:
+        where = f"{dataset} {cls.name} {split}"
+        urls = split_files(spark, root, S.TRAIN_SEQUENCES, dataset, split)
+        groups = row_groups(urls)
+        if groups < conf.processes:
+            raise IntentError(
+                f"{where}: the training sequences hold {groups} row group(s), too few to shard over {conf.processes} processes"
+            )
+        jobs.append(
+            FitJob(
+                model=model,
+                conf=conf,
+                catalogue_urls=split_files(spark, root, S.CATALOGUE, dataset, split),
+                texts=item_texts(spark, root, dataset, split) if cls.needs_text else None,
+                sequence_urls=urls,
+                staging=f"{staging}/{split}",
+                where=where,
+            )
+        )
+        progress(
+            f"{where}: training in {conf.processes} processes ({groups} row groups of training sequences)"
+        )
     try:
-        run_processes(spark, conf.processes, fit_process, staging, where, job)
-        copy_folder(f"{staging}/model", str(folder))
-        stats = read_json(f"{staging}/stats.json")
+        run_processes(spark, conf.processes, fit_processes, staging, f"{dataset} {cls.name}", jobs)
+        stats = {}
+        for split in splits:
+            copy_folder(f"{staging}/{split}/model", str(folder / split))
+            stats[split] = {**read_json(f"{staging}/{split}/stats.json"), "processes": conf.processes}
     finally:
         drop_staging(staging)
-    return {**stats, "processes": conf.processes}
+    return stats
 
 
 def _prefixed(progress: Callable[[str], None], where: str, line: str) -> None:

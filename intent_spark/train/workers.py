@@ -56,49 +56,64 @@ class FitJob:
     where: str
 
 
-def fit_process(job: FitJob) -> None:
-    """One training process: the model built from the same seed, fitted on this process's shard
-    with gradients averaged by DDP; rank 0 saves it and its numbers under ``staging``."""
+def fit_processes(jobs: list[FitJob]) -> None:
+    """One training process of every split's fit, one split after the other in one process group
+    (one launch for the stage, not one per split): each model built from the same seed, fitted on
+    this process's shard with gradients averaged by DDP; rank 0 saves it and its numbers under
+    the job's ``staging``."""
+    import torch.distributed as dist
+
+    device = process_device()
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    try:
+        for job in jobs:
+            try:
+                _fit_split(job, device)
+            except IntentError:
+                raise
+            except Exception as exc:  # named by its split, as the stage names it
+                line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise IntentError(f"{job.where}: {type(exc).__name__}: {line}") from exc
+    finally:
+        dist.destroy_process_group()
+
+
+def _fit_split(job: FitJob, device) -> None:
     import torch
     import torch.distributed as dist
 
     from intent_spark.plugin.training import counting_data_parallel_loops
 
     rank, world = process_rank()
-    device = process_device()
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    try:
-        cls = resolve(job.model)
-        catalogue = read_catalogue(job.catalogue_urls)
-        if job.texts is not None:
-            catalogue = with_texts(catalogue, job.texts)
-        fitted = build_model(cls, catalogue, job.conf, device)
-        seed = job.conf.scoring(cls.name).seed
-        training = TrainingData(
-            partial(open_batches, job.sequence_urls, (rank, world)),
-            context=job.conf.context,
-            seed=seed,
-            device=device,
-            progress=partial(say, job.where) if rank == 0 else silent,
-            rank=rank,
-            world_size=world,
+    cls = resolve(job.model)
+    catalogue = read_catalogue(job.catalogue_urls)
+    if job.texts is not None:
+        catalogue = with_texts(catalogue, job.texts)
+    fitted = build_model(cls, catalogue, job.conf, device)
+    seed = job.conf.scoring(cls.name).seed
+    training = TrainingData(
+        partial(open_batches, job.sequence_urls, (rank, world)),
+        context=job.conf.context,
+        seed=seed,
+        device=device,
+        progress=partial(say, job.where) if rank == 0 else silent,
+        rank=rank,
+        world_size=world,
+    )
+    torch.manual_seed(seed)
+    with counting_data_parallel_loops() as loops:
+        stats = plugin_call(job.where, "fit", fitted.fit, training) or {}
+    if loops.count == 0:
+        raise IntentError(
+            f"model {cls.name!r} trains with its own loop, not intent_spark.plugin.train_steps, so its "
+            "gradients would not be averaged over processes; train it with --processes 1"
         )
-        torch.manual_seed(seed)
-        with counting_data_parallel_loops() as loops:
-            stats = plugin_call(job.where, "fit", fitted.fit, training) or {}
-        if loops.count == 0:
-            raise IntentError(
-                f"model {cls.name!r} trains with its own loop, not intent_spark.plugin.train_steps, so its "
-                "gradients would not be averaged over processes; train it with --processes 1"
-            )
-        if rank == 0:
-            with tempfile.TemporaryDirectory() as tmp:
-                plugin_call(job.where, "save", fitted.save, Path(tmp))
-                copy_folder(tmp, f"{job.staging}/model")
-            write_text(f"{job.staging}/stats.json", json.dumps({k: v for k, v in stats.items()}, default=str))
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
+    if rank == 0:
+        with tempfile.TemporaryDirectory() as tmp:
+            plugin_call(job.where, "save", fitted.save, Path(tmp))
+            copy_folder(tmp, f"{job.staging}/model")
+        write_text(f"{job.staging}/stats.json", json.dumps({k: v for k, v in stats.items()}, default=str))
+    dist.barrier()
 
 
 STAGED_SCHEMA = f"{S.SEQ} bigint, {S.RANK} double, {S.TIED} bigint"  # what rank_split stages
