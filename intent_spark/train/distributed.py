@@ -92,10 +92,16 @@ def _guarded(work: Callable[..., None], staging: str, where: str, *args: Any) ->
     try:
         work(*args)
     except Exception as exc:
-        line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        text = line if isinstance(exc, IntentError) else f"{where}: {type(exc).__name__}: {line}"
+        text = error_line(exc, where)
         write_text(f"{staging}/{ERRORS}/rank-{rank:05d}.txt", f"{text[:400]} (process {rank} of {world})")
         raise
+
+
+def error_line(exc: Exception, where: str) -> str:
+    """A process's failure in one line: an IntentError's own first line (it names the model and
+    split), any other exception's type and first line after ``where``."""
+    line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return line if isinstance(exc, IntentError) else f"{where}: {type(exc).__name__}: {line}"
 
 
 def _errors(staging: str) -> list[str]:

@@ -20,6 +20,7 @@ from intent_spark.plugin import TrainingData
 from intent_spark.train.build import build_model, load_model, plugin_call
 from intent_spark.train.distributed import (
     copy_folder,
+    error_line,
     process_device,
     process_rank,
     say,
@@ -71,9 +72,8 @@ def fit_processes(jobs: list[FitJob]) -> None:
                 _fit_split(job, device)
             except IntentError:
                 raise
-            except Exception as exc:  # named by its split, as the stage names it
-                line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                raise IntentError(f"{job.where}: {type(exc).__name__}: {line}") from exc
+            except Exception as exc:  # named by its split: the launch's own ``where`` names none
+                raise IntentError(error_line(exc, job.where)) from exc
     finally:
         dist.destroy_process_group()
 
