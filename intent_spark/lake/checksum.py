@@ -15,15 +15,15 @@ class Checksum:
     checksum: str
 
 
-def _row_hash(df: DataFrame):
-    columns = [F.col(f"`{c}`") for c in sorted(df.columns)]
-    return F.xxhash64(*columns).cast("decimal(38,0)")
+def row_hash(columns: list[str]):
+    """A row's 64-bit hash over ``columns`` in name order, as the exact type the sums use."""
+    return F.xxhash64(*[F.col(f"`{c}`") for c in sorted(columns)]).cast("decimal(38,0)")
 
 
 def table_checksums(tables: dict[str, DataFrame]) -> dict[str, Checksum]:
     """``table_checksum`` of several tables in one Spark job (a union of one aggregate each)."""
     parts = [
-        df.agg(F.count(F.lit(1)).alias("rows"), F.sum(_row_hash(df)).alias("total")).select(
+        df.agg(F.count(F.lit(1)).alias("rows"), F.sum(row_hash(df.columns)).alias("total")).select(
             F.lit(name).alias("name"), "rows", "total"
         )
         for name, df in tables.items()

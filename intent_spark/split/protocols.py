@@ -30,7 +30,7 @@ from intent_spark.core.errors import IntentError
 from intent_spark.core.progress import Progress, silent
 from intent_spark.lake.tables import has_table, ingested_source, read_table, write_dataset
 from intent_spark.split.holdout import assign_holdout
-from intent_spark.split.stage import cell_counts, write_checksums
+from intent_spark.split.stage import write_counts_and_checksums
 
 HELD_OUT = "held_out"
 # (held-out event of a known user, of a new user, later event of a known user, of a new user)
@@ -213,5 +213,4 @@ def run_protocol_split(
         labelled, protocol, dataset=dataset, split=S.TEST, max_per_period=max_per_period
     )
     write_dataset(targets, lake, S.TARGETS, dataset)
-    write_dataset(cell_counts(read_table(spark, lake, S.TARGETS, dataset), 0), lake, S.SPLIT_COUNTS, dataset)
-    write_checksums(spark, lake, dataset)
+    write_counts_and_checksums(spark, lake, dataset, floor_users=0)

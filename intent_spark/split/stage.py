@@ -19,7 +19,7 @@ from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.faults import fault_point
 from intent_spark.core.progress import Progress, silent
-from intent_spark.lake.checksum import table_checksums
+from intent_spark.lake.checksum import Checksum, row_hash, table_checksums
 from intent_spark.lake.tables import ingest_record, persisted_events, read_table, write_dataset
 from intent_spark.split.cells import seen_items, training_events, with_period
 from intent_spark.split.conf import SplitConf
@@ -166,6 +166,28 @@ def cell_counts(targets: DataFrame, floor_users: int) -> DataFrame:
     )
 
 
+def write_counts_and_checksums(spark: SparkSession, lake: str, dataset: str, floor_users: int) -> None:
+    """SPLIT_COUNTS and CHECKSUMS from one read of the stored targets: their cell counts and,
+    per cell, the exact sum of their row hashes, whose total is the targets' checksum."""
+    targets = read_table(spark, lake, S.TARGETS, dataset)
+    hashed = [c for c in targets.columns if c != S.DATASET]  # as compute_checksums hashes them
+    cells = (
+        targets.groupBy(S.DATASET, S.SPLIT, S.CELL)
+        .agg(
+            F.count_distinct(S.USER_ID).alias("n_users"),
+            F.count(F.lit(1)).alias("n_targets"),
+            F.sum(row_hash(hashed)).alias("total"),
+        )
+        .collect()  # one row per split and cell
+    )
+    counts = [
+        (r[S.DATASET], r[S.SPLIT], r[S.CELL], r.n_users, r.n_targets, r.n_users < floor_users) for r in cells
+    ]
+    write_dataset(spark.createDataFrame(counts, S.SPLIT_COUNTS_SCHEMA), lake, S.SPLIT_COUNTS, dataset)
+    summed = Checksum(sum(r.n_targets for r in cells), str(sum(int(r.total) for r in cells)))
+    write_checksums(spark, lake, dataset, known={S.TARGETS: summed})
+
+
 def run_split(
     spark: SparkSession,
     lake: str,
@@ -234,18 +256,31 @@ def _split_tables(spark, lake, dataset, events, conf, progress) -> list[SplitOut
     write_dataset(test.targets.unionByName(val.targets), lake, S.TARGETS, dataset)
     # Counted from the stored table: persisting the targets instead saves this read but changes
     # their files, and with them the last bits of evaluate's sums (BENCHMARKS.md, rows read).
-    targets = read_table(spark, lake, S.TARGETS, dataset)
-    write_dataset(cell_counts(targets, conf.floor_users), lake, S.SPLIT_COUNTS, dataset)
-    progress(f"{dataset}: checksums")
-    write_checksums(spark, lake, dataset)
+    progress(f"{dataset}: cell counts and checksums")
+    write_counts_and_checksums(spark, lake, dataset, conf.floor_users)
     return outcomes
 
 
-def compute_checksums(spark: SparkSession, lake: str, dataset: str) -> dict[str, tuple[int, str]]:
-    tables = {table: read_table(spark, lake, table, dataset).drop(S.DATASET) for table in CHECKSUMMED_TABLES}
-    return {table: (c.rows, c.checksum) for table, c in table_checksums(tables).items()}
+def compute_checksums(
+    spark: SparkSession, lake: str, dataset: str, known: dict[str, Checksum] | None = None
+) -> dict[str, tuple[int, str]]:
+    """Rows and checksum of each CHECKSUMMED_TABLES table of ``dataset``, read from the lake
+    except those ``known`` already."""
+    known = known or {}
+    tables = {
+        table: read_table(spark, lake, table, dataset).drop(S.DATASET)
+        for table in CHECKSUMMED_TABLES
+        if table not in known
+    }
+    found = table_checksums(tables) | known
+    return {table: (found[table].rows, found[table].checksum) for table in CHECKSUMMED_TABLES}
 
 
-def write_checksums(spark: SparkSession, lake: str, dataset: str) -> None:
-    rows = [(dataset, t, rows, total) for t, (rows, total) in compute_checksums(spark, lake, dataset).items()]
+def write_checksums(
+    spark: SparkSession, lake: str, dataset: str, known: dict[str, Checksum] | None = None
+) -> None:
+    rows = [
+        (dataset, t, rows, total)
+        for t, (rows, total) in compute_checksums(spark, lake, dataset, known).items()
+    ]
     write_dataset(spark.createDataFrame(rows, S.CHECKSUMS_SCHEMA), lake, S.CHECKSUMS, dataset)
