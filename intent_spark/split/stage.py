@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
@@ -157,11 +157,12 @@ def candidate_rows(spark: SparkSession, dataset: str, outcomes: list[SplitOutcom
     return spark.createDataFrame(rows, S.SPLIT_CANDIDATES_SCHEMA)
 
 
-def cell_counts(targets: DataFrame, floor_users: int) -> DataFrame:
-    """SPLIT_COUNTS rows: users and targets per dataset, split and cell."""
+def cell_counts(targets: DataFrame, floor_users: int, *more: Column) -> DataFrame:
+    """SPLIT_COUNTS rows: users and targets per dataset, split and cell (then ``more``
+    aggregates of each cell, where given)."""
     return (
         targets.groupBy(S.DATASET, S.SPLIT, S.CELL)
-        .agg(F.count_distinct(S.USER_ID).alias("n_users"), F.count(F.lit(1)).alias("n_targets"))
+        .agg(F.count_distinct(S.USER_ID).alias("n_users"), F.count(F.lit(1)).alias("n_targets"), *more)
         .withColumn("below_floor", F.col("n_users") < floor_users)
     )
 
@@ -171,18 +172,9 @@ def write_counts_and_checksums(spark: SparkSession, lake: str, dataset: str, flo
     per cell, the exact sum of their row hashes, whose total is the targets' checksum."""
     targets = read_table(spark, lake, S.TARGETS, dataset)
     hashed = [c for c in targets.columns if c != S.DATASET]  # as compute_checksums hashes them
-    cells = (
-        targets.groupBy(S.DATASET, S.SPLIT, S.CELL)
-        .agg(
-            F.count_distinct(S.USER_ID).alias("n_users"),
-            F.count(F.lit(1)).alias("n_targets"),
-            F.sum(row_hash(hashed)).alias("total"),
-        )
-        .collect()  # one row per split and cell
-    )
-    counts = [
-        (r[S.DATASET], r[S.SPLIT], r[S.CELL], r.n_users, r.n_targets, r.n_users < floor_users) for r in cells
-    ]
+    total = F.sum(row_hash(hashed)).alias("total")
+    cells = cell_counts(targets, floor_users, total).collect()  # one row per split and cell
+    counts = [tuple(r[f.name] for f in S.SPLIT_COUNTS_SCHEMA.fields) for r in cells]
     write_dataset(spark.createDataFrame(counts, S.SPLIT_COUNTS_SCHEMA), lake, S.SPLIT_COUNTS, dataset)
     summed = Checksum(sum(r.n_targets for r in cells), str(sum(int(r.total) for r in cells)))
     write_checksums(spark, lake, dataset, known={S.TARGETS: summed})
