@@ -21,6 +21,7 @@ from intent_spark.ingest.events import (
     REASON_CHECKED,
     check_rows,
     drop_header_lines,
+    narrowed,
     pad_id,
     parse_lines,
     raw_field,
@@ -217,7 +218,10 @@ def ingest_source(
         try:
             catalogue = None
             if readable:
-                checked = read_checked_lines(spark, spec, readable, problems).persist(StorageLevel.DISK_ONLY)
+                # a coarse item level turns good lines into rejects later: those keep every line
+                lines_read = read_checked_lines(spark, spec, readable, problems)
+                checked = narrowed(lines_read, spec, keep_lines=bool(conf.level_field))
+                checked = checked.persist(StorageLevel.DISK_ONLY)
                 events = to_events(checked, spec, name)
                 rejects = to_rejects(checked, name).unionByName(file_rejects)
                 if conf.level_field:

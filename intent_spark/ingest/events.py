@@ -168,6 +168,43 @@ def check_rows(parsed: DataFrame, spec: EventsSpec) -> DataFrame:
     )
 
 
+def fields_read_after_checks(spec: EventsSpec) -> list[str]:
+    """The raw fields that events and the catalogue read once the checks are done: the ids, the
+    action, the attributes and the item fields (the time and the amount are typed by then)."""
+    action = spec.action
+    names = [
+        spec.user,
+        *spec.user_with,
+        spec.item,
+        action.column,
+        *action.signals,
+        *[o.present or o.negative for o in action.overrides],
+        *spec.attributes,
+        *spec.item_fields.values(),
+        *spec.item_tokens,
+    ]
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def narrowed(checked: DataFrame, spec: EventsSpec, keep_lines: bool) -> DataFrame:
+    """The checked lines with only what their outputs read: the raw line of a reject (of every
+    line with ``keep_lines``) and the fields of ``fields_read_after_checks``: the ingest persists
+    this set and reads it four times."""
+    value = F.col("value") if keep_lines else F.when(F.col(REASON_CHECKED).isNotNull(), F.col("value"))
+    fields = [raw_field(n).alias(n) for n in fields_read_after_checks(spec)]
+    return checked.select(
+        S.SOURCE_FILE,
+        "file_index",
+        S.LINE,
+        value.alias("value"),
+        F.struct(*fields).alias(PARSED),
+        TYPED_TS,
+        TYPED_AMOUNT,
+        REASON_CHECKED,
+        FIELD_CHECKED,
+    )
+
+
 def _time_reason(spec: EventsSpec) -> str:
     if spec.time.parts:
         return f"unparseable timestamp ({' '.join(spec.time.parts)} expected as {spec.time.format})"

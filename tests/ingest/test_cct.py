@@ -115,8 +115,11 @@ def test_at_the_mcc_level_each_merchant_becomes_its_code(spark, cct_raw, cct_lak
     ]
     items = {r.item_id: r.tokens for r in read_table(spark, lake, S.ITEMS, "cct_mcc").collect()}
     assert items == {"5300": ["MCC:5300"], "5411": ["MCC:5411"], "4829": ["MCC:4829"]}
-    rejects = {r.line: (r.field, r.reason) for r in read_table(spark, lake, S.REJECTS, "cct_mcc").collect()}
-    assert rejects[12] == ("Merchant Name", f"item {NO_MCC} has no MCC token for item level mcc")
+    rejects = {
+        r.line: (r.field, r.reason, r.raw) for r in read_table(spark, lake, S.REJECTS, "cct_mcc").collect()
+    }
+    # a line that was good until its item had no label keeps its raw text like any other reject
+    assert rejects[12] == ("Merchant Name", f"item {NO_MCC} has no MCC token for item level mcc", ROWS[12][0])
     assert len(rejects) == fine.rejects + 1
     assert summary.raw_rows == summary.events + summary.rejects == len(ROWS)
     manifest = read_table(spark, lake, S.INGEST_FILES).select(S.DATASET, "source", S.ITEM_LEVEL).collect()
