@@ -194,8 +194,9 @@ def ingest_source(
 ) -> IngestSummary:
     """Read one source's raw files and replace its partition of every canonical table.
 
-    The parsed lines are persisted once on local disk (not the heap) because four outputs read
-    them: events, rejects, the catalogue and the per-file counts.
+    The checked lines are persisted once on local disk (not the heap) because four outputs read
+    them: events, rejects, the catalogue and the per-file counts. They keep only what those read
+    (``events.narrowed``): persisting the whole parse cost more than the reads it saved.
     """
     name = dataset or conf.name
     if VARIANT_SEPARATOR in name:
