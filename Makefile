@@ -1,44 +1,49 @@
 # intent-spark: `make help` lists the targets.
 SHELL := /bin/bash
 PYTHON ?= python3.11
-VENV := .venv
+# A stack is an exact, tested set of versions (conf/stacks/NAME.txt, a pip constraints file whose
+# header names its jars): newest (the default, .venv), dbr-17.3, petastorm (.venv-NAME).
+STACK ?= newest
+STACK_FILE := conf/stacks/$(STACK).txt
+ifeq ($(wildcard $(STACK_FILE)),)
+$(error STACK=$(STACK): no $(STACK_FILE); stacks: $(basename $(notdir $(wildcard conf/stacks/*.txt))))
+endif
+VENV ?= $(if $(filter newest,$(STACK)),.venv,.venv-$(STACK))
 PY := $(VENV)/bin/python
-DELTA_VERSION := 4.0.1
-DELTA_JARS := .jars/delta-spark_2.13-$(DELTA_VERSION).jar .jars/delta-storage-$(DELTA_VERSION).jar
+EXTRAS := $(shell sed -n 's/^. extras: *//p' $(STACK_FILE))
+# Maven coordinates of the stack's Delta jars and of its S3A connector (hadoop-aws at pyspark's own
+# Hadoop, and that release's AWS SDK bundle), cached in .jars/ (Maven's ~/.m2 keeps them too)
+DELTA_ARTIFACTS := $(shell sed -n 's/^. delta-jars: *//p' $(STACK_FILE))
+S3_ARTIFACTS := $(shell sed -n 's/^. s3-jars: *//p' $(STACK_FILE))
+jar_of = .jars/$(word 2,$(subst :, ,$(1)))-$(word 3,$(subst :, ,$(1))).jar
+DELTA_JARS := $(foreach a,$(DELTA_ARTIFACTS),$(call jar_of,$(a)))
+S3_JARS := $(foreach a,$(S3_ARTIFACTS),$(call jar_of,$(a)))
 STAMP := $(VENV)/.installed
-# Spark 4.0.1's own Hadoop (pyspark/jars/hadoop-client-api-3.4.1.jar) and hadoop-aws 3.4.1's AWS SDK
-HADOOP_VERSION := 3.4.1
-AWS_SDK_VERSION := 2.24.6
-S3_JARS := .jars/hadoop-aws-$(HADOOP_VERSION).jar .jars/bundle-$(AWS_SDK_VERSION).jar
+comma := ,
+space := $(subst ,, )
 CLASS_ARCHIVE := .jars/driver-classes.jsa
 
-.PHONY: help setup setup-s3 class-archive demo demo-full test test-cluster test-fast lint bench bench-processes bench-pipeline bench-fidelity clean
+.PHONY: help setup setup-s3 class-archive demo demo-full test test-cluster test-fast stack-env test-stack wheel lint bench bench-processes bench-pipeline bench-readers bench-fidelity clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-setup: $(STAMP) $(DELTA_JARS) ## Python env in .venv (pinned) and Delta jars from Maven Central in .jars
+setup: $(STAMP) $(DELTA_JARS) ## Python env of STACK (default newest: .venv) and its Delta jars from Maven Central in .jars
 
-$(STAMP): pyproject.toml constraints.txt
-	@command -v $(PYTHON) >/dev/null || { echo "setup: $(PYTHON) not found (Python 3.11 is required)"; exit 2; }
+$(STAMP): pyproject.toml $(STACK_FILE)
+	@command -v $(PYTHON) >/dev/null || { echo "setup: $(PYTHON) not found (Python 3.11 or later is required)"; exit 2; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]' -c constraints.txt
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]' -c $(STACK_FILE)
 	touch $(STAMP)
 
 # Maven's own cache (~/.m2) keeps them, so later set-ups and runs need no network.
-.jars/%-$(DELTA_VERSION).jar:
-	@command -v mvn >/dev/null || { echo "setup: mvn not found; install Maven or let Spark resolve io.delta:delta-spark_2.13:$(DELTA_VERSION)"; exit 2; }
-	mvn --batch-mode --quiet dependency:copy -Dartifact=io.delta:$*:$(DELTA_VERSION) -DoutputDirectory=.jars
+$(DELTA_JARS) $(S3_JARS):
+	@command -v mvn >/dev/null || { echo "setup: mvn not found; install Maven or let Spark resolve Delta's jars"; exit 2; }
+	mvn --batch-mode --quiet dependency:copy -Dartifact=$(strip $(foreach a,$(DELTA_ARTIFACTS) $(S3_ARTIFACTS),$(if $(filter $@,$(call jar_of,$(a))),$(a)))) -DoutputDirectory=.jars
 
 setup-s3: setup $(S3_JARS) ## the object-store tests: moto's S3 server ([s3] extra) and Spark's S3A jars (560 MB)
-	$(PY) -m pip install --quiet -e '.[dev,s3]' -c constraints.txt
-
-.jars/hadoop-aws-$(HADOOP_VERSION).jar:
-	mvn --batch-mode --quiet dependency:copy -Dartifact=org.apache.hadoop:hadoop-aws:$(HADOOP_VERSION) -DoutputDirectory=.jars
-
-.jars/bundle-$(AWS_SDK_VERSION).jar:
-	mvn --batch-mode --quiet dependency:copy -Dartifact=software.amazon.awssdk:bundle:$(AWS_SDK_VERSION) -DoutputDirectory=.jars
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS),s3]' -c $(STACK_FILE)
 
 class-archive: $(CLASS_ARCHIVE) ## the driver JVM's class-data archive (AppCDS): each Spark start ~4 s quicker (one small run, about a minute)
 
@@ -61,6 +66,30 @@ test-cluster: setup $(CLASS_ARCHIVE) ## spark-submit chain on a local standalone
 test-fast: setup ## the inner loop: every test that needs no JVM (no Spark), about 40 seconds
 	$(PY) -m pytest -m 'not jvm and not gpu and not cluster'
 
+WHEEL := dist/intent_spark-$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)-py3-none-any.whl
+wheel: $(WHEEL) ## the wheel a cluster installs (dist/): the package and its built-in confs, without Spark, Delta or torch
+
+$(WHEEL): pyproject.toml $(shell git ls-files intent_spark models conf 2>/dev/null)
+	rm -rf build $@
+	$(PYTHON) -m pip wheel --quiet --no-deps -w dist .
+
+# A fresh environment of the stack's exact set holding the wheel (not the checkout), outside the
+# checkout; the short chain runs in a folder beside it, then the reader tests on that install.
+STACK_RUN ?= $(or $(TMPDIR),/tmp)/intent-spark-stacks/$(STACK)
+STACK_ENV := $(STACK_RUN)/venv/.installed
+stack-env: $(STACK_ENV) $(DELTA_JARS) ## a fresh environment of STACK's exact set holding the built wheel (outside the checkout)
+
+$(STACK_ENV): $(WHEEL) $(STACK_FILE)
+	rm -rf $(STACK_RUN) && $(PYTHON) -m venv $(STACK_RUN)/venv
+	$(STACK_RUN)/venv/bin/python -m pip install --quiet --upgrade pip
+	$(STACK_RUN)/venv/bin/python -m pip install --quiet '$(WHEEL)[$(EXTRAS)]' -c $(STACK_FILE)
+	touch $@
+
+test-stack: stack-env ## the short chain from the installed wheel on STACK (dbr-17.3, petastorm), then the reader tests
+	rm -rf $(STACK_RUN)/chain && mkdir -p $(STACK_RUN)/chain
+	cd $(STACK_RUN)/chain && ../venv/bin/python $(CURDIR)/tests/stack_chain.py --jars $(subst $(space),$(comma),$(abspath $(DELTA_JARS)))
+	cd $(STACK_RUN) && venv/bin/python -m pytest -c /dev/null -p no:cacheprovider -q $(CURDIR)/tests/lake/test_readers.py $(CURDIR)/tests/train/test_reader_quality.py
+
 lint: setup ## ruff (check and format) on the code, tests and benchmarks; mypy on intent_spark and models
 	$(VENV)/bin/ruff check intent_spark models jobs tests bench examples
 	$(VENV)/bin/ruff format --check intent_spark models jobs tests bench examples
@@ -75,9 +104,13 @@ bench: setup ## benchmarks, not tests (BENCHMARKS.md): ingest, split scaling vs 
 	cd bench && ../$(PY) model_bench.py --out results/models.json --tracking-uri sqlite:///results/mlflow.db
 	$(PY) bench/processes_bench.py --out bench/results/processes.json
 
+bench-readers: setup ## rows/s of both readers on the same model-input files and SASRec steps/s through each (Petastorm in .venv-petastorm)
+	$(PY) bench/readers_bench.py --events $(READER_EVENTS) --out bench/results/readers.json
+
 bench-processes: setup ## SASRec training steps/s and scoring targets/s in 1 and 2 processes (TorchDistributor)
 	$(PY) bench/processes_bench.py --out bench/results/processes.json
 
+READER_EVENTS ?= 1000000 5000000
 PIPELINE_EVENTS ?= 1000000 5000000 20000000 50000000
 bench-pipeline: setup ## every stage at PIPELINE_EVENTS events against DuckDB, one run (sasrec on a fixed sample of users; BENCHMARKS.md)
 	$(PY) -m pip install --quiet -e '.[bench]'
@@ -88,4 +121,4 @@ bench-fidelity: setup ## ours beside RecTools, RecBole and plain baselines on Mo
 	mkdir -p docs/bench && cp bench/results/fidelity.json docs/bench/fidelity.json
 
 clean: ## remove demo output and caches (keeps .venv and .jars)
-	rm -rf demo demo-full spark-warehouse .pytest_cache
+	rm -rf demo demo-full spark-warehouse .pytest_cache build dist

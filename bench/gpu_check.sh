@@ -5,8 +5,11 @@
 #     the same run, in fp32 and in tf32 (and the bare product in bf16: our models rank in fp32);
 #  3. SPEC 4's full configuration, 20,000 steps of 256 sequences, on generated REES46 data of
 #     EVENTS events (default 2M): steps/s of `intent train`, then `intent score` targets/s;
-#  4. the same training in 2 processes (TorchDistributor, nccl) where the machine has 2+ GPUs.
-# Results go to $OUT (default bench/results/gpu). Needs `make setup`.
+#  4. the same training in 2 processes (TorchDistributor, nccl) where the machine has 2+ GPUs;
+#  5. where the `petastorm` stack is installed (.venv-petastorm), the training of 3. through
+#     Petastorm's reader, beside 3.'s through ours (the `newest` stack reads with ours).
+# Results go to $OUT (default bench/results/gpu). Needs `make setup` (and `make setup STACK=petastorm`
+# for 5.).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-bench/results/gpu}"
@@ -37,6 +40,9 @@ SCRIPT
   GPU_CONF=(--spark-conf spark.driver.resource.gpu.amount=2 --spark-conf "spark.driver.resource.gpu.discoveryScript=$(realpath "$WORK/gpus.sh")")
   .venv/bin/intent train "${SPEC4[@]}" "${GPU_CONF[@]}" --split test --processes 2 | tee "$WORK/train_2.log" | { grep -E "step 20,000|logged" || true; }
   .venv/bin/intent score "${SPEC4[@]}" "${GPU_CONF[@]}" --processes 2 | tee "$WORK/score_2.log" | { grep -E "ranks in" || true; }
+fi
+if [ -x .venv-petastorm/bin/intent ]; then
+  .venv-petastorm/bin/intent train "${SPEC4[@]}" --split test --reader petastorm | tee "$WORK/train_petastorm.log" | { grep -E "step 20,000|logged" || true; }
 fi
 .venv/bin/intent compare --tracking-uri "sqlite:///$(realpath "$WORK")/mlflow.db" --dataset rees46 --metrics 'steps_per_second|targets_per_second' | tee "$OUT/full_config.txt"
 rm -rf "$WORK/raw" "$WORK/lake"

@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from intent_spark.core.conf import READERS
 from intent_spark.core.datasets import PROTOCOLS, parse_dataset
 from intent_spark.core.errors import ConfError, IntentError
 from intent_spark.evaluate.corrections import CORRECTIONS, DEFAULT_CORRECTION
@@ -23,6 +24,7 @@ def _add_spark_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spark-conf", action="append", metavar="KEY=VALUE", help="any Spark setting")
 
 
+READER_HELP = "the model inputs' reader: arrow (ours), petastorm, or auto, Petastorm where it runs (default: the models conf's)"
 TRACKING_HELP = "MLflow store (default: MLFLOW_TRACKING_URI or LAKE/../mlflow.db)"
 
 
@@ -131,6 +133,7 @@ def _add_train_and_score(sub: argparse._SubParsersAction) -> None:
             type=int,
             help="processes to spread the work over with TorchDistributor (default: the models conf's, 1)",
         )
+        stage.add_argument("--reader", choices=READERS, help=READER_HELP)
         stage.add_argument("--tracking-uri", help=TRACKING_HELP)
         if name == "train":
             stage.add_argument("--parent-run-id", help="nest the run under this MLflow run (a benchmark)")
@@ -277,6 +280,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "--force", action="store_true", help="rerun every stage, even those whose inputs are unchanged"
     )
     run.add_argument("--plan", action="store_true", help="say which stages would run and why; run nothing")
+    run.add_argument("--reader", choices=READERS, help=READER_HELP)
     _add_spark_flags(run)
     run.set_defaults(func=commands.cmd_run)
 

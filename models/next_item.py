@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from intent_spark.plugin import Catalogue, TrainingData, VectorsModel, train_steps
+from intent_spark.plugin import Catalogue, TrainingData, VectorsModel, load_state, train_steps
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ class NextItemModel(VectorsModel[ConfT]):
         torch.save(self.network.state_dict(), folder / "state.pt")
 
     def load(self, folder: Path) -> None:
-        self.network.load_state_dict(torch.load(folder / "state.pt", map_location=self.device))
+        self.network.load_state_dict(load_state(folder / "state.pt", self.device))
         self.network.to(self.device)
 
     def eval(self) -> NextItemModel:

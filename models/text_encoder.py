@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from intent_spark.plugin import Catalogue, TrainingData, VectorsModel, train_steps
+from intent_spark.plugin import Catalogue, TrainingData, VectorsModel, load_state, train_steps
 from models.next_item import loss_sampler
 
 
@@ -147,7 +147,7 @@ class TextEncoderModel(VectorsModel[TextEncoderConf]):
             )
         self.pretrained = torch.from_numpy(vectors).to(self.device)
         self.adapter = Adapter(vectors.shape[1]).to(self.device)
-        self.adapter.load_state_dict(torch.load(folder / "adapter.pt", map_location=self.device))
+        self.adapter.load_state_dict(load_state(folder / "adapter.pt", self.device))
 
     def scorable(self) -> torch.Tensor:
         mask = self._has_text.clone()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.resources
 import os
 import types
 import typing
@@ -21,8 +22,12 @@ import yaml
 
 from intent_spark.core.errors import ConfError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CONF_DIR = REPO_ROOT / "conf"
+REPO_ROOT = Path(__file__).resolve().parents[2]  # a checkout's root (its .jars, its git history)
+# The built-in confs (sources, the split, Spark profiles, models): package data, so an installed
+# wheel reads the same files a checkout does (intent_spark/conf links to the checkout's conf/).
+CONF_DIR = Path(str(importlib.resources.files("intent_spark") / "conf"))
+# The model inputs' readers (lake/readers.py): auto is Petastorm where it runs, else arrow.
+READERS = ("auto", "arrow", "petastorm")
 
 
 @contextmanager

@@ -138,6 +138,9 @@ class RunConf:
     processes: int | None = (
         None  # training and scoring processes (TorchDistributor); the models conf's otherwise
     )
+    reader: str | None = (
+        None  # the model inputs' reader (auto, arrow, petastorm); the models conf's otherwise
+    )
     split_conf: str | None = None
     floor_users: int | None = None  # cells with fewer users are not ranked; the split conf's otherwise
     tracking_uri: str | None = None

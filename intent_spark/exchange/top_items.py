@@ -93,13 +93,13 @@ def export_top_items(
         with tempfile.TemporaryDirectory() as tmp:
             folder = download_artifacts(tracking_uri, run.info.run_id, "model", tmp)
             fitted = load_model(
-                cls, folder / split, split_catalogue(spark, root, dataset, split), conf, device
+                cls, folder / split, split_catalogue(spark, root, dataset, split, conf.reader), conf, device
             )
             urls = split_files(spark, root, S.SCORE_EVENTS, dataset, split)
             fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
             listed = top_items(
                 fitted,
-                user_blocks(urls),
+                user_blocks(urls, conf.reader),
                 context=conf.context,
                 k=k,
                 chunk_items=settings.score_chunk_items_gpu

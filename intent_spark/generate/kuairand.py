@@ -247,9 +247,9 @@ def write_user_features(path: Path, user_counts: np.ndarray, rng: np.random.Gene
     follow = np.floor(rng.lognormal(3.0, 1.5, n_users)).astype(np.int64)
     fans = np.floor(rng.lognormal(1.5, 2.0, n_users)).astype(np.int64)
     friends = np.floor(rng.lognormal(1.0, 1.5, n_users)).astype(np.int64)
-    register = rng.integers(15, 2_000, n_users)
+    register = np.asarray(rng.integers(15, 2_000, size=n_users))
     onehot_cardinality = rng.integers(2, 60, 18)
-    onehot = rng.integers(0, onehot_cardinality, (n_users, 18))
+    onehot: np.ndarray = rng.integers(0, onehot_cardinality, (n_users, 18))
     onehot_missing = rng.random((n_users, 18)) < 0.002
     with path.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")

@@ -26,9 +26,6 @@ from pyspark.sql import SparkSession
 from intent_spark.core.conf import CONF_DIR, REPO_ROOT, closest, load_yaml
 from intent_spark.core.errors import ConfError, IntentError
 
-DELTA_VERSION = "4.0.1"
-DELTA_PACKAGES = (f"io.delta:delta-spark_2.13:{DELTA_VERSION}",)
-
 JARS_DIR = Path(os.environ.get("INTENT_JARS_DIR", REPO_ROOT / ".jars"))
 
 BASE_CONF: dict[str, str] = {
@@ -207,18 +204,66 @@ def _sql_settings(jvm: Any) -> list[str]:
         return []
 
 
-# ``make setup-s3``: Hadoop's S3A connector at Spark's own Hadoop version and its AWS SDK bundle.
-STORE_JARS = ("hadoop-aws-*.jar", "bundle-*.jar")
+def delta_version() -> str | None:
+    """The Delta Lake of this Python environment (the delta-spark package), None without it: a
+    cluster's runtime brings Delta on its own classpath."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("delta-spark")
+    except PackageNotFoundError:
+        return None
+
+
+def delta_artifact(delta: str, spark: str) -> str:
+    """Delta's Maven coordinates for a Spark version: from Delta 4.1 on, one build per Spark line
+    (``delta-spark_4.2_2.13``); before, one build (``delta-spark_2.13``)."""
+    major, minor = (int(part) for part in delta.split(".")[:2])
+    line = ".".join(spark.split(".")[:2])
+    name = f"delta-spark_{line}_2.13" if (major, minor) >= (4, 1) else "delta-spark_2.13"
+    return f"io.delta:{name}:{delta}"
+
+
+def hadoop_version() -> str | None:
+    """The Hadoop client that pyspark's own jars carry (S3A's hadoop-aws must match it)."""
+    import pyspark
+
+    found = sorted(Path(pyspark.__file__).parent.glob("jars/hadoop-client-api-*.jar"))
+    return found[-1].stem.removeprefix("hadoop-client-api-") if found else None
 
 
 def delta_jars(store: bool = False) -> list[str]:
-    """Paths of the cached Delta jars, and with ``store`` the S3A jars where cached (their AWS SDK
-    bundle is 558 MB: a JVM that reads no store starts 3-4 s sooner without it, and a cluster's
-    executors need not fetch it), or an empty list."""
-    if not JARS_DIR.is_dir():
+    """Paths of the cached jars of this environment's Delta (``make setup`` caches each stack's in
+    ``.jars/``), and with ``store`` the S3A jars of pyspark's Hadoop and their AWS SDK bundle
+    where cached (558 MB: a JVM that reads no store starts 3-4 s sooner without it, and a
+    cluster's executors need not fetch it); an empty list where this Delta's are not cached."""
+    delta = delta_version()
+    if not JARS_DIR.is_dir() or delta is None:
         return []
-    patterns = ("delta-*.jar", *(STORE_JARS if store else ()))
-    return sorted(str(p) for pattern in patterns for p in JARS_DIR.glob(pattern))
+    found = sorted(JARS_DIR.glob(f"delta-spark_*-{delta}.jar")) + sorted(
+        JARS_DIR.glob(f"delta-storage-{delta}.jar")
+    )
+    if len(found) < 2:
+        return []
+    hadoop = hadoop_version()
+    aws = sorted(JARS_DIR.glob(f"hadoop-aws-{hadoop}.jar")) if store and hadoop else []
+    bundles = sorted(JARS_DIR.glob("bundle-*.jar")) if aws else []
+    return [str(p) for p in (*found, *aws, *bundles[-1:])]
+
+
+def delta_packages() -> str:
+    """Delta's Maven coordinates for this environment's pyspark and delta-spark (Spark's Ivy
+    searches ~/.m2 first, so cached jars need no network); a one-line error naming the extra where
+    neither jars nor the Delta package are here."""
+    import pyspark
+
+    delta = delta_version()
+    if delta is None:
+        raise IntentError(
+            "Delta Lake's Python package (delta-spark) is not installed: pip install 'intent-spark[spark]', "
+            "or run on a Spark that brings Delta (give its jars with spark.jars)"
+        )
+    return delta_artifact(delta, pyspark.__version__)
 
 
 def needs_store(*paths: object) -> bool:
@@ -267,12 +312,13 @@ def build_session(
     if "spark.master" not in submitted:
         conf.update(LOCAL_CONF)
     conf.update(overrides or {})
-    if not any(k in submitted for k in ("spark.jars", "spark.jars.packages")):
+    given = {**submitted, **(overrides or {})}
+    if not any(k in given for k in ("spark.jars", "spark.jars.packages")):
         jars = delta_jars(store or needs_store())
         if jars:
             conf["spark.jars"] = ",".join(jars)
         else:  # resolved by Spark's Ivy; ~/.m2 is searched first, so cached jars need no network
-            conf["spark.jars.packages"] = ",".join(DELTA_PACKAGES)
+            conf["spark.jars.packages"] = delta_packages()
     if not submitted:
         _workers_on_this_interpreter(conf)
         conf["spark.driver.extraJavaOptions"] = with_class_archive(

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
+from typing import Any
 
 import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
@@ -129,9 +130,20 @@ def own_commit(path: str, predicate: str) -> tuple[int | None, int | None]:
 
 def has_table(spark: SparkSession, lake: str, table: str) -> bool:
     """Whether the lake holds a Delta table of that name."""
-    from delta.tables import DeltaTable
+    return delta_table_class().isDeltaTable(spark, table_path(lake, table))
 
-    return DeltaTable.isDeltaTable(spark, table_path(lake, table))
+
+def delta_table_class() -> Any:
+    """Delta Lake's Python ``DeltaTable``, or a one-line error naming the extra that installs it
+    (a cluster's runtime brings its own)."""
+    try:
+        from delta.tables import DeltaTable
+    except ImportError:
+        raise IntentError(
+            "Delta Lake's Python package is not installed: pip install 'intent-spark[spark]' "
+            "(or delta-spark at the version of the Delta jars your Spark runs)"
+        ) from None
+    return DeltaTable
 
 
 def read_table(spark: SparkSession, lake: str, table: str, dataset: str | None = None) -> DataFrame:

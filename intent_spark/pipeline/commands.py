@@ -8,6 +8,7 @@ Each ``cmd_<name>`` builds the Spark session the command needs, runs one stage (
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -195,10 +196,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _models_conf(args: argparse.Namespace):
-    from intent_spark.train.conf import check_model, load_models_conf, with_processes, with_steps
+    from intent_spark.train.conf import check_model, load_models_conf, with_processes, with_reader, with_steps
 
     check_model(args.model)
-    return with_processes(with_steps(load_models_conf(args.models_conf), args.steps), args.processes)
+    conf = with_processes(with_steps(load_models_conf(args.models_conf), args.steps), args.processes)
+    return with_reader(conf, getattr(args, "reader", None))
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -463,6 +465,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     conf = load_run_conf(args.conf)
     report = reporter("run")
+    if getattr(args, "reader", None):
+        conf = dataclasses.replace(conf, reader=args.reader)
     runner = Runner(
         conf, lake=args.lake, force=args.force, spark_settings=_spark_overrides(args), progress=report
     )

@@ -30,7 +30,7 @@ from intent_spark.lake.context import Lake
 from intent_spark.pipeline import graph
 from intent_spark.pipeline.stages import StageFailed, StageLog
 from intent_spark.split.conf import SplitConf, load_split_conf
-from intent_spark.train.conf import ModelsConf, check_model, load_models_conf, with_processes
+from intent_spark.train.conf import ModelsConf, check_model, load_models_conf, with_processes, with_reader
 
 
 def pair_by_pair(tasks: list[Task]) -> list[Task]:
@@ -106,10 +106,14 @@ class Runner:
         self.base = Path(conf.workdir)
         # Names (a module:Class spec by its class's name), checked before hours of ingest.
         self.models = tuple(check_model(model) for model in conf.models)
-        self.models_conf: ModelsConf = with_processes(
-            load_models_conf(conf.models_conf, conf.model_overrides, child(conf.path, "model_overrides")),
-            conf.processes,
-            child(conf.path, "processes"),
+        self.models_conf: ModelsConf = with_reader(
+            with_processes(
+                load_models_conf(conf.models_conf, conf.model_overrides, child(conf.path, "model_overrides")),
+                conf.processes,
+                child(conf.path, "processes"),
+            ),
+            conf.reader,
+            child(conf.path, "reader"),
         )
         self.split_conf_path = Path(conf.split_conf) if conf.split_conf else CONF_DIR / "split.yaml"
         self.logs: dict[str, StageLog] = {}

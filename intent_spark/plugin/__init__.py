@@ -22,7 +22,7 @@ from intent_spark.plugin.interface import (
     VectorsModel,
     settings_defaults,
 )
-from intent_spark.plugin.training import pick_device, train_steps
+from intent_spark.plugin.training import load_state, pick_device, train_steps
 
 __all__ = [
     "HISTORY",
@@ -37,6 +37,7 @@ __all__ = [
     "TrainingData",
     "UserBatch",
     "VectorsModel",
+    "load_state",
     "pick_device",
     "settings_defaults",
     "train_steps",

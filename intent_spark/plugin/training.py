@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -16,6 +18,24 @@ import torch
 def pick_device() -> torch.device:
     """CUDA where there is a GPU, else the CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load_state(path: Path, device: torch.device) -> dict[str, Any]:
+    """A model's saved state (``torch.save`` of a ``state_dict``), tensors only: a state file sits
+    on a shared lake or store, and unpickling anything else would run its code (torch below 2.6
+    unpickles any object by default). A file holding other objects is a one-line error."""
+    import pickle
+
+    from intent_spark.core.errors import IntentError
+
+    try:
+        return torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        reason = next((line.strip() for line in str(exc).splitlines() if "GLOBAL" in line), "")
+        raise IntentError(
+            f"{path}: refused: the state file holds pickled objects, not only tensors"
+            + (f" ({reason})" if reason else "")
+        ) from None
 
 
 def train_steps(

@@ -46,9 +46,11 @@ def item_texts(spark: SparkSession, lake: str, dataset: DatasetRef, split: str) 
     return texts
 
 
-def split_catalogue(spark: SparkSession, lake: str, dataset: DatasetRef, split: str) -> Catalogue:
+def split_catalogue(
+    spark: SparkSession, lake: str, dataset: DatasetRef, split: str, reader: str = "auto"
+) -> Catalogue:
     """What a model gets of one split's catalogue; item texts are read when it asks."""
-    arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, dataset, split))
+    arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, dataset, split), reader)
     return replace(arrays, text_loader=lambda: item_texts(spark, lake, dataset, split))
 
 

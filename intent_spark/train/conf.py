@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from intent_spark.core.conf import CONF_DIR, check_keys, child, from_mapping, load_yaml, unknown_key
+from intent_spark.core.conf import CONF_DIR, READERS, check_keys, child, from_mapping, load_yaml, unknown_key
 from intent_spark.core.errors import ConfError
 from intent_spark.plugin import HistoryModel
 from intent_spark.train.registry import is_spec, registered, resolve
@@ -37,6 +37,7 @@ class ModelsConf:
     context: int = 50
     max_tokens: int = 16
     processes: int = 1  # training and scoring processes: TorchDistributor above 1
+    reader: str = "auto"  # the model inputs' reader: auto, arrow or petastorm (lake/readers.py)
     models: dict[str, dict[str, Any]] = field(default_factory=dict)
     steps: int | None = None  # every model's ``steps`` replaced (the demo's short runs)
 
@@ -81,7 +82,7 @@ def load_models_conf(
     models and settings are one-line errors naming the file, the key and the closest known one."""
     where = str(Path(path) if path else CONF_DIR / "models.yaml")
     raw = load_yaml(Path(where))
-    check_keys(raw, ("context", "max_tokens", "processes", "models"), where)
+    check_keys(raw, ("context", "max_tokens", "processes", "reader", "models"), where)
     listed = raw.get("models") or {}
     if not isinstance(listed, dict):
         raise ConfError(f"{child(where, 'models')}: expected a mapping of model names to settings")
@@ -104,6 +105,7 @@ def load_models_conf(
         models=models,
     )
     with_processes(conf, conf.processes, child(where, "processes"))
+    conf = with_reader(conf, raw.get("reader"), child(where, "reader"))
     for name in models:
         conf.logged(name)  # every listed model's values checked up front
     return conf
@@ -132,3 +134,12 @@ def with_processes(conf: ModelsConf, processes: int | None, where: str = "--proc
     if not isinstance(processes, int) or isinstance(processes, bool) or processes < 1:
         raise ConfError(f"{where}: expected a positive number of processes, got {processes!r}")
     return replace(conf, processes=processes)
+
+
+def with_reader(conf: ModelsConf, reader: str | None, where: str = "--reader") -> ModelsConf:
+    """The same conf reading its model inputs through ``reader`` (None: as it is)."""
+    if reader is None:
+        return conf
+    if reader not in READERS:
+        raise ConfError(f"{where}: unknown reader {reader!r}; known: {', '.join(READERS)}")
+    return replace(conf, reader=reader)

@@ -19,7 +19,7 @@ from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.core.faults import fault_point
 from intent_spark.lake.context import Lake
-from intent_spark.lake.readers import split_files
+from intent_spark.lake.readers import choose_reader, split_files
 from intent_spark.lake.tables import read_table
 from intent_spark.lake.tracking import code_version, start_run
 from intent_spark.plugin import HistoryModel, TrainingData, pick_device
@@ -84,6 +84,7 @@ def train(
         "device": device.type,
         "splits": ",".join(splits),
         "processes": conf.processes if distributed else 1,
+        "reader": choose_reader(conf.reader) if cls.fits else "none",
         **{f"{split}_cutoff": f"{cutoff:%Y-%m-%d}" for split, cutoff in cutoffs.items()},
         **{f"{r[S.SPLIT]}_split_seed": r.seed for r in split_rows},
         S.ITEM_LEVEL: next((r[S.ITEM_LEVEL] for r in split_rows if r[S.ITEM_LEVEL]), S.DEFAULT_ITEM_LEVEL),
@@ -98,7 +99,7 @@ def train(
             _fit_in_processes(lake, dataset, model, conf, splits, Path(tmp)) if distributed else {}
         )
         for split in splits:
-            catalogue = split_catalogue(spark, root, dataset, split)
+            catalogue = split_catalogue(spark, root, dataset, split, conf.reader)
             meta: dict[str, Any] = {
                 "split": split,
                 "n_items": catalogue.n_items,
@@ -117,7 +118,7 @@ def train(
                 if cls.fits:
                     urls = split_files(spark, root, S.TRAIN_SEQUENCES, dataset, split)
                     training = TrainingData(
-                        partial(open_batches, urls, (0, 1)),
+                        partial(open_batches, urls, (0, 1), conf.reader),
                         context=conf.context,
                         seed=conf.scoring(name).seed,
                         device=device,

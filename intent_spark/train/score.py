@@ -107,12 +107,12 @@ def score(
             with tempfile.TemporaryDirectory() as tmp:
                 folder = download_artifacts(tracking_uri, run.info.run_id, "model", tmp)
                 for split in splits:
-                    catalogue = split_catalogue(spark, root, dataset, split)
+                    catalogue = split_catalogue(spark, root, dataset, split, conf.reader)
                     fitted = load_model(cls, folder / split, catalogue, conf, device)
                     urls = split_files(spark, root, S.SCORE_EVENTS, dataset, split)
                     seconds, written = rank_split(
                         fitted,
-                        user_batches(urls),
+                        user_batches(urls, conf.reader),
                         conf,
                         device,
                         staged_part(staging, split),

@@ -24,7 +24,7 @@ from intent_spark.lake.context import Lake
 from intent_spark.lake.readers import read_catalogue, split_files, user_blocks
 from intent_spark.lake.tables import read_table, source_table, write_dataset
 from intent_spark.lake.tracking import download_artifacts, find_run
-from intent_spark.plugin import Catalogue, pick_device
+from intent_spark.plugin import Catalogue, load_state, pick_device
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.inputs import build_model_inputs, first_token_ids, token_vocabulary
 from intent_spark.train.score import write_ranks
@@ -123,7 +123,7 @@ def score_transfer(
     name = transfer_model(model, source)
     run = find_run(tracking_uri, source, model)
     build_model_inputs(lake, target, context=conf.context, max_tokens=conf.max_tokens)
-    source_arrays = read_catalogue(split_files(spark, root, S.CATALOGUE, source, S.TEST))
+    source_arrays = read_catalogue(split_files(spark, root, S.CATALOGUE, source, S.TEST), conf.reader)
     token_ids = target_token_ids(spark, root, source, target, conf.max_tokens).cache()
     # One row per target catalogue item (items, not events), as read_catalogue reads it.
     rows = token_ids.select(S.ITEM_INDEX, S.TOKEN_IDS).toPandas().sort_values(S.ITEM_INDEX)
@@ -138,7 +138,7 @@ def score_transfer(
     network = SASRecF(len(rows), 0, settings, torch.from_numpy(tokens), source_arrays.n_tokens)
     with tempfile.TemporaryDirectory() as tmp:
         folder = download_artifacts(tracking_uri, run.info.run_id, f"model/{S.TEST}", tmp)
-        state = torch.load(folder / "state.pt", map_location=device)
+        state = load_state(folder / "state.pt", device)
     state["id_embedding.weight"] = torch.zeros_like(network.id_embedding.weight)
     state["item_tokens"] = network.item_tokens
     network.load_state_dict(state)
@@ -147,7 +147,7 @@ def score_transfer(
     staging = f"{root.rstrip('/')}/_staging/ranks/{target}/{name}"
     rank_split(
         fitted,
-        user_blocks(split_files(spark, root, S.SCORE_EVENTS, target, S.TEST)),
+        user_blocks(split_files(spark, root, S.SCORE_EVENTS, target, S.TEST), conf.reader),
         conf,
         device,
         staged_part(staging, S.TEST),

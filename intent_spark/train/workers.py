@@ -34,14 +34,17 @@ from intent_spark.train.registry import resolve
 def open_batches(
     urls: list[str],
     shard: tuple[int, int],
+    reader: str,
     batch_size: int,
     shuffle_buffer: int,
     seed: int,
     epochs: int | None,
 ):
-    """The Petastorm reader over this process's shard (rank, processes) of one split's training
-    sequences; closing it stops the reader."""
-    return closing(training_batches(urls, batch_size, shuffle_buffer, seed, epochs, shard=shard))
+    """The reader (``auto``, ``arrow`` or ``petastorm``) over this process's shard (rank,
+    processes) of one split's training sequences; closing it stops the reader."""
+    return closing(
+        training_batches(urls, batch_size, shuffle_buffer, seed, epochs, shard=shard, reader=reader)
+    )
 
 
 @dataclass(frozen=True)
@@ -86,13 +89,13 @@ def _fit_split(job: FitJob, device) -> None:
 
     rank, world = process_rank()
     cls = resolve(job.model)
-    catalogue = read_catalogue(job.catalogue_urls)
+    catalogue = read_catalogue(job.catalogue_urls, job.conf.reader)
     if job.texts is not None:
         catalogue = with_texts(catalogue, job.texts)
     fitted = build_model(cls, catalogue, job.conf, device)
     seed = job.conf.scoring(cls.name).seed
     training = TrainingData(
-        partial(open_batches, job.sequence_urls, (rank, world)),
+        partial(open_batches, job.sequence_urls, (rank, world), job.conf.reader),
         context=job.conf.context,
         seed=seed,
         device=device,
@@ -210,11 +213,15 @@ def score_process(job: ScoreJob) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = download_artifacts(job.tracking_uri, job.run_id, "model", tmp)
         for split in job.splits:
-            catalogue = read_catalogue(job.catalogue_urls[split])
+            catalogue = read_catalogue(job.catalogue_urls[split], job.conf.reader)
             if job.texts.get(split) is not None:
                 catalogue = with_texts(catalogue, job.texts[split])  # type: ignore[arg-type]
             fitted = load_model(cls, folder / split, catalogue, job.conf, device)
-            blocks = (b for i, b in enumerate(user_blocks(job.event_urls[split])) if i % world == rank)
+            blocks = (
+                b
+                for i, b in enumerate(user_blocks(job.event_urls[split], job.conf.reader))
+                if i % world == rank
+            )
             line = partial(say, f"{job.where} {split}") if rank == 0 else silent
             seconds[split], counts[split] = rank_split(
                 fitted,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from intent_spark.plugin import Catalogue, TrainingData, VectorsModel, train_steps
+from intent_spark.plugin import Catalogue, TrainingData, VectorsModel, load_state, train_steps
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class ContextBag(VectorsModel[BagSettings]):
         torch.save(self.vectors.state_dict(), folder / "vectors.pt")
 
     def load(self, folder: Path) -> None:
-        self.vectors.load_state_dict(torch.load(folder / "vectors.pt", map_location=self.device))
+        self.vectors.load_state_dict(load_state(folder / "vectors.pt", self.device))
 
     def scorable(self) -> torch.Tensor:
         return torch.from_numpy(self.catalogue.seen)  # an item never trained has no learnt vector

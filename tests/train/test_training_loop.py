@@ -42,7 +42,7 @@ def _fit(rank: int, init: str, out: str) -> None:
 def test_two_processes_average_through_train_steps_and_a_models_own_loop_counts_none(tmp_path):
     out = str(tmp_path / "fit")
     mp.spawn(_fit, args=(f"file://{tmp_path / 'group'}", out), nprocs=2, join=True)
-    first, second = (torch.load(f"{out}.{rank}") for rank in (0, 1))
+    first, second = (torch.load(f"{out}.{rank}", weights_only=True) for rank in (0, 1))
     assert first["shared"] == second["shared"] == 1
     assert first["own"] == second["own"] == 0
     # after the averaged loop both held rank 0's weights moved by the averaged gradient; the own
