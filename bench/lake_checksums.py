@@ -18,16 +18,14 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import MapType
 
-JARS = Path(__file__).resolve().parent.parent / ".jars"
 TABLES = ("splits", "holdout", "targets", "catalogue", "ranks", "user_metrics", "metrics", "comparisons")
 
 
 def session(store: bool = False) -> SparkSession:
     """Delta's jars; with ``store``, S3A's too (a lake at s3a://, the store named by AWS_ENDPOINT_URL)."""
-    found = sorted(JARS.glob("delta-*.jar"))
-    if store:
-        found += sorted(JARS.glob("hadoop-aws-*.jar")) + sorted(JARS.glob("bundle-*.jar"))
-    jars = ",".join(str(p) for p in found)
+    from intent_spark.lake.session import delta_jars  # the cached jars of this environment's Delta
+
+    jars = ",".join(delta_jars(store))
     builder = SparkSession.builder
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     if store and endpoint:

@@ -88,7 +88,7 @@ def _open(url: str) -> pq.ParquetFile:
 
     local = url.startswith("file:") and not url.startswith("file://")
     fs, path = filesystem(url.removeprefix("file:") if local else url)
-    return pq.ParquetFile(fs.open_input_file(path))
+    return pq.ParquetFile(path, filesystem=fs)  # opened by pyarrow, so closing it closes the file
 
 
 def _numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray:

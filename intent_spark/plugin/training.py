@@ -25,16 +25,17 @@ def load_state(path: Path, device: torch.device) -> dict[str, Any]:
     on a shared lake or store, and unpickling anything else would run its code (torch below 2.6
     unpickles any object by default). A file holding other objects is a one-line error."""
     import pickle
+    import re
 
     from intent_spark.core.errors import IntentError
 
     try:
         return torch.load(path, map_location=device, weights_only=True)
     except pickle.UnpicklingError as exc:
-        reason = next((line.strip() for line in str(exc).splitlines() if "GLOBAL" in line), "")
+        named = re.search(r"GLOBAL (\S+)", str(exc))
         raise IntentError(
             f"{path}: refused: the state file holds pickled objects, not only tensors"
-            + (f" ({reason})" if reason else "")
+            + (f" (it calls {named[1]})" if named else "")
         ) from None
 
 

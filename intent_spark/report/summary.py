@@ -268,7 +268,9 @@ def _beyond_reference(retention: pd.DataFrame) -> pd.DataFrame:
     across the cutoff that the data's own drift does not explain."""
     reference = retention[retention[S.MODEL] == DRIFT_REFERENCE].set_index(S.DATASET)["value"]
     others = retention[(retention[S.MODEL] != DRIFT_REFERENCE) & retention[S.DATASET].isin(reference.index)]
-    return others.assign(beyond=others["value"] - others[S.DATASET].map(reference))
+    # looked up as floats: a lookup on no rows keeps the key column's text dtype (pandas 3)
+    drift = reference.reindex(others[S.DATASET]).to_numpy(dtype=float)
+    return others.assign(beyond=others["value"].to_numpy(dtype=float) - drift)
 
 
 def finding_sentences(comparisons: pd.DataFrame) -> list[str]:

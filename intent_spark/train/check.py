@@ -1,7 +1,7 @@
 """``intent check-model SPEC``: a plug-in's whole life cycle in seconds, with no Spark and no lake.
 
 A small generated catalogue (seen items 1..S by training count, new items S+1..N) and training
-rows in memory, shaped as the Petastorm reader gives them; then build, fit, save, load, the
+rows in memory, shaped as the readers give them; then build, fit, save, load, the
 model's answer on a batch of contexts through the framework's own checks (``intent_spark.train.ranker``),
 and ranks by the framework's rule, the loaded model's against the fitted one's. Each step
 prints what it got and gave (shapes, dtypes, devices); the first fault stops the check with one

@@ -2,7 +2,7 @@
 
 On a local master the processes run on the driver's machine (CPU processes, gloo); on a cluster
 they are barrier tasks on the executors (one GPU each where there are GPUs, nccl). Nothing of a
-model changes: ``TrainingData`` hands each process its own Petastorm shard of
+model changes: ``TrainingData`` hands each process its own shard of
 ``train_sequences`` (``cur_shard``/``shard_count``) and ``train_steps`` averages the gradients
 through DistributedDataParallel; scoring gives each process every N-th user block (a user's
 targets never split) and its own part of the staged ranks, which the stage commits once.

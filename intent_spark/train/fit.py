@@ -1,4 +1,4 @@
-"""The train and score stages: model inputs from Delta, models through Petastorm, ranks to Delta.
+"""The train and score stages: model inputs from Delta, models through the readers, ranks to Delta.
 
 ``train`` builds the model inputs (once per split version), fits the model of each split (test
 and its validation twin) and logs both to one MLflow run with their conf and cutoffs. ``score``

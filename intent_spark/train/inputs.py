@@ -1,6 +1,6 @@
 """Model inputs built in Spark (SPEC 4): the catalogue, training sequences and scoring streams.
 
-All three are Delta tables partitioned by dataset and split, so Petastorm reads one split's
+All three are Delta tables partitioned by dataset and split, so a reader takes one split's
 Parquet files straight from the lake:
 
 - ``catalogue``: every item of the split's population with a dense index (training items
@@ -40,7 +40,7 @@ from intent_spark.split.populations import labelled_populations
 # one file at a time, so this bounds its memory.
 SCORE_ROWS_PER_FILE = 2_000_000
 # Training sequences of a split are spread over files by user, each sorted: the same rows in the
-# same order on every machine, and a row group per process for Petastorm to shard
+# same order on every machine, and a row group per process for a reader to shard
 # (cur_shard / shard_count) - at least two, one more per 10M events. Few and large: Petastorm
 # pays about half a second per row group it opens, every time the endless reader comes round.
 MIN_TRAIN_FILES = 2

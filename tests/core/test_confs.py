@@ -109,6 +109,37 @@ def test_models_conf_unknown_keys(tmp_path):
         load_models_conf(_write(tmp_path / "models.yaml", {"contxt": 50}))
 
 
+def test_the_reader_is_a_conf_key_and_a_flag_and_a_wrong_one_is_one_line(tmp_path):
+    assert load_models_conf().reader == "auto"
+    assert load_models_conf(_write(tmp_path / "models.yaml", {"reader": "arrow"})).reader == "arrow"
+    with pytest.raises(
+        ConfError, match=r"^.*models.yaml: reader: unknown reader 'parquet'; known: auto, arrow, petastorm$"
+    ):
+        load_models_conf(_write(tmp_path / "models.yaml", {"reader": "parquet"}))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "intent_spark.cli",
+            "train",
+            "--dataset",
+            "hm",
+            "--model",
+            "sasrec",
+            "--lake",
+            "L",
+            "--reader",
+            "pyarrow",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "argument --reader: invalid choice: 'pyarrow' (choose from" in done.stderr.strip().splitlines()[-1]
+
+
 def test_split_conf_unknown_keys(tmp_path):
     split = yaml.safe_load((CONF_DIR / "split.yaml").read_text())
     for change, message in (
@@ -159,7 +190,7 @@ def test_a_typo_in_a_run_conf_is_one_line_and_runs_nothing(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"intent run: error: {path}: model: unknown key; did you mean 'models'? known: audit, backtest, compare, "
-        "correction, datasets, floor_users, lake, model_overrides, models, models_conf, processes, report, seed, split_conf, tracking_uri, workdir"
+        "correction, datasets, floor_users, lake, model_overrides, models, models_conf, processes, reader, report, seed, split_conf, tracking_uri, workdir"
     ]
     assert not (tmp_path / "work").exists()
 
