@@ -3,9 +3,8 @@ carries a pickled callable is refused in one line, and never run."""
 
 from __future__ import annotations
 
-import torch
-
 import pytest
+import torch
 
 from intent_spark.core.errors import IntentError
 from intent_spark.plugin import load_state
