@@ -27,6 +27,7 @@ from intent_spark.core.runconf import DatasetEntry, RunConf
 from intent_spark.core.sources import SourceConf, at_item_level, load_source
 from intent_spark.core.stage import Key, Task, chain
 from intent_spark.lake.context import Lake
+from intent_spark.lake.readers import choose_reader
 from intent_spark.pipeline import graph
 from intent_spark.pipeline.stages import StageFailed, StageLog
 from intent_spark.split.conf import SplitConf, load_split_conf
@@ -115,6 +116,7 @@ class Runner:
             conf.reader,
             child(conf.path, "reader"),
         )
+        choose_reader(self.models_conf.reader)  # a reader that cannot run here, before hours of ingest
         self.split_conf_path = Path(conf.split_conf) if conf.split_conf else CONF_DIR / "split.yaml"
         self.logs: dict[str, StageLog] = {}
         self.done: dict[Key, str | None] = {}  # task key -> its inputs

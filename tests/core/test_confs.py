@@ -15,6 +15,7 @@ from intent_spark.core.conf import CONF_DIR
 from intent_spark.core.errors import ConfError
 from intent_spark.core.runconf import load_run_conf
 from intent_spark.core.sources import load_source
+from intent_spark.lake.readers import petastorm_problem
 from intent_spark.lake.session import spark_settings
 from intent_spark.split.conf import load_split_conf
 from intent_spark.train.conf import load_models_conf
@@ -138,6 +139,35 @@ def test_the_reader_is_a_conf_key_and_a_flag_and_a_wrong_one_is_one_line(tmp_pat
     )
     assert done.returncode == 2
     assert "argument --reader: invalid choice: 'pyarrow' (choose from" in done.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.skipif(petastorm_problem() is None, reason="Petastorm runs here: forcing it is no mistake")
+def test_forcing_petastorm_where_it_cannot_run_is_one_line_before_spark_starts(tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "intent_spark.cli",
+            "train",
+            "--dataset",
+            "hm",
+            "--model",
+            "sasrec",
+            "--lake",
+            "L",
+            "--reader",
+            "petastorm",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"intent train: error: reader 'petastorm' cannot run here: {petastorm_problem()}; use --reader arrow"
+    ]
+    assert not (tmp_path / "L").exists() or not any((tmp_path / "L").rglob("_delta_log"))
 
 
 def test_split_conf_unknown_keys(tmp_path):
