@@ -196,11 +196,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _models_conf(args: argparse.Namespace):
+    from intent_spark.lake.readers import choose_reader
     from intent_spark.train.conf import check_model, load_models_conf, with_processes, with_reader, with_steps
 
     check_model(args.model)
-    from intent_spark.lake.readers import choose_reader
-
     conf = with_processes(with_steps(load_models_conf(args.models_conf), args.steps), args.processes)
     conf = with_reader(conf, getattr(args, "reader", None))
     choose_reader(conf.reader)  # a reader that cannot run here: one line, before Spark starts
