@@ -79,13 +79,14 @@ STACK_RUN ?= $(or $(TMPDIR),/tmp)/intent-spark-stacks/$(STACK)
 STACK_ENV := $(STACK_RUN)/venv/.installed
 stack-env: $(STACK_ENV) $(DELTA_JARS) ## a fresh environment of STACK's exact set holding the built wheel (outside the checkout)
 
-$(STACK_ENV): $(WHEEL) $(STACK_FILE)
+$(STACK_ENV): $(STACK_FILE) | $(WHEEL)
 	rm -rf $(STACK_RUN) && $(PYTHON) -m venv $(STACK_RUN)/venv
 	$(STACK_RUN)/venv/bin/python -m pip install --quiet --upgrade pip
 	$(STACK_RUN)/venv/bin/python -m pip install --quiet '$(WHEEL)[$(EXTRAS)]' -c $(STACK_FILE)
 	touch $@
 
-test-stack: stack-env ## the short chain from the installed wheel on STACK (dbr-17.3, petastorm), then the reader tests
+test-stack: stack-env $(WHEEL) ## the short chain from the installed wheel on STACK (dbr-17.3, petastorm), then the reader tests
+	$(STACK_RUN)/venv/bin/python -m pip install --quiet --no-deps --force-reinstall $(WHEEL)
 	rm -rf $(STACK_RUN)/chain && mkdir -p $(STACK_RUN)/chain
 	cd $(STACK_RUN)/chain && ../venv/bin/python $(CURDIR)/tests/stack_chain.py --jars $(subst $(space),$(comma),$(abspath $(DELTA_JARS)))
 	cd $(STACK_RUN) && venv/bin/python -m pytest -c /dev/null -p no:cacheprovider -q $(CURDIR)/tests/lake/test_readers.py $(CURDIR)/tests/train/test_reader_quality.py

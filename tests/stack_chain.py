@@ -85,7 +85,7 @@ def main() -> int:
     for step in steps:
         start = time.monotonic()
         done = subprocess.run([intent, *step], capture_output=True, text=True)
-        last = (done.stdout.strip().splitlines() or [""])[-1]
+        last = ((done.stdout + done.stderr).strip().splitlines() or [""])[-1]
         print(
             f"intent {' '.join(step[:3])}: exit {done.returncode}, {time.monotonic() - start:.1f} s: {last}",
             flush=True,

@@ -236,14 +236,12 @@ def log_run_metrics(tracking_uri: str, run_id: str, metrics: dict[str, float]) -
 def download_artifacts(tracking_uri: str, run_id: str, artifact_path: str, dst: str | Path) -> Path:
     """A run's artifact folder (``model``, ``model/test``) copied under ``dst``; its local path."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # progress is ours to print
-    import mlflow
+    from mlflow import MlflowClient
 
+    # this store's client: MLflow 3.0's mlflow.artifacts.download_artifacts ignores its tracking_uri
+    # for a run's artifact path, and a scoring process has no other store set
     with reaching(tracking_uri):
-        return Path(
-            mlflow.artifacts.download_artifacts(
-                run_id=run_id, artifact_path=artifact_path, dst_path=str(dst), tracking_uri=tracking_uri
-            )
-        )
+        return Path(MlflowClient(tracking_uri).download_artifacts(run_id, artifact_path, str(dst)))
 
 
 def start_benchmark(tracking_uri: str, name: str, params: dict[str, Any]) -> str:
