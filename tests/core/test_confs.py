@@ -117,52 +117,25 @@ def test_the_reader_is_a_conf_key_and_a_flag_and_a_wrong_one_is_one_line(tmp_pat
         ConfError, match=r"^.*models.yaml: reader: unknown reader 'parquet'; known: auto, arrow, petastorm$"
     ):
         load_models_conf(_write(tmp_path / "models.yaml", {"reader": "parquet"}))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "intent_spark.cli",
-            "train",
-            "--dataset",
-            "hm",
-            "--model",
-            "sasrec",
-            "--lake",
-            "L",
-            "--reader",
-            "pyarrow",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    done = _train_with_reader(tmp_path, "pyarrow")
     assert done.returncode == 2
     assert "argument --reader: invalid choice: 'pyarrow' (choose from" in done.stderr.strip().splitlines()[-1]
 
 
-@pytest.mark.skipif(petastorm_problem() is None, reason="Petastorm runs here: forcing it is no mistake")
-def test_forcing_petastorm_where_it_cannot_run_is_one_line_before_spark_starts(tmp_path):
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "intent_spark.cli",
-            "train",
-            "--dataset",
-            "hm",
-            "--model",
-            "sasrec",
-            "--lake",
-            "L",
-            "--reader",
-            "petastorm",
-        ],
+def _train_with_reader(folder: Path, reader: str) -> subprocess.CompletedProcess:
+    command = ["train", "--dataset", "hm", "--model", "sasrec", "--lake", "L", "--reader", reader]
+    return subprocess.run(
+        [sys.executable, "-m", "intent_spark.cli", *command],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
+        cwd=folder,
         timeout=120,
     )
+
+
+@pytest.mark.skipif(petastorm_problem() is None, reason="Petastorm runs here: forcing it is no mistake")
+def test_forcing_petastorm_where_it_cannot_run_is_one_line_before_spark_starts(tmp_path):
+    done = _train_with_reader(tmp_path, "petastorm")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"intent train: error: reader 'petastorm' cannot run here: {petastorm_problem()}; use --reader arrow"
