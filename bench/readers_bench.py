@@ -182,8 +182,8 @@ def markdown(result: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, nargs="+", default=[1_000_000, 5_000_000])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--petastorm-python", default=str(ROOT / ".venv-petastorm" / "bin" / "python"))
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "readers.json"))
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # a child: a JSON list of file URLs
