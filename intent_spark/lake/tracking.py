@@ -236,12 +236,21 @@ def log_run_metrics(tracking_uri: str, run_id: str, metrics: dict[str, float]) -
 def download_artifacts(tracking_uri: str, run_id: str, artifact_path: str, dst: str | Path) -> Path:
     """A run's artifact folder (``model``, ``model/test``) copied under ``dst``; its local path."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # progress is ours to print
-    from mlflow import MlflowClient
+    import mlflow
 
-    # this store's client: MLflow 3.0's mlflow.artifacts.download_artifacts ignores its tracking_uri
-    # for a run's artifact path, and a scoring process has no other store set
-    with reaching(tracking_uri):
-        return Path(MlflowClient(tracking_uri).download_artifacts(run_id, artifact_path, str(dst)))
+    # MLflow 3.0 (Databricks Runtime 17.3's) looks the run up in the process's own store whatever
+    # tracking_uri says, and a scoring process has none set: this store is the process's meanwhile
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(tracking_uri)
+    try:
+        with reaching(tracking_uri):
+            return Path(
+                mlflow.artifacts.download_artifacts(
+                    run_id=run_id, artifact_path=artifact_path, dst_path=str(dst), tracking_uri=tracking_uri
+                )
+            )
+    finally:
+        mlflow.set_tracking_uri(previous)
 
 
 def start_benchmark(tracking_uri: str, name: str, params: dict[str, Any]) -> str:
