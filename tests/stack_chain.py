@@ -116,7 +116,8 @@ def check(here: Path) -> int:
     for problem in problems:
         print(f"stack chain: {problem}")
     print(
-        f"stack chain: {'failed' if problems else 'passed'}: {len(summary)} summary rows, {len(tasks)} task files"
+        f"stack chain: {'failed' if problems else 'passed'}: {len(summary)} summary rows, {len(tasks)} task files, "
+        f"{len(submitted)} metrics of the submitted file equal to popularity's"
     )
     return 1 if problems else 0
 
