@@ -240,7 +240,10 @@ def download_artifacts(tracking_uri: str, run_id: str, artifact_path: str, dst: 
 
     # MLflow 3.0 (Databricks Runtime 17.3's) looks the run up in the process's own store whatever
     # tracking_uri says, and a scoring process has none set: this store is the process's meanwhile
-    previous = mlflow.get_tracking_uri()
+    # tracking_uri is the process's meanwhile. Put back exactly what was there: an unset store stays
+    # unset (get_tracking_uri would name MLflow's default, ./mlflow.db, and pin every later run to it)
+    previous = mlflow.get_tracking_uri() if mlflow.is_tracking_uri_set() else None
+    environment = os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_tracking_uri(tracking_uri)
     try:
         with reaching(tracking_uri):
@@ -250,7 +253,9 @@ def download_artifacts(tracking_uri: str, run_id: str, artifact_path: str, dst: 
                 )
             )
     finally:
-        mlflow.set_tracking_uri(previous)
+        mlflow.set_tracking_uri(previous)  # type: ignore[arg-type]  # None unsets it, and the variable
+        if environment is not None:
+            os.environ["MLFLOW_TRACKING_URI"] = environment
 
 
 def start_benchmark(tracking_uri: str, name: str, params: dict[str, Any]) -> str:

@@ -55,3 +55,30 @@ def test_after_the_store_refused_a_failed_run_is_closed_with_one_try(monkeypatch
         assert os.environ[RETRIES_ENV] == "2"  # the setting is back for every other call
     finally:
         store.listener.close()
+
+
+@pytest.mark.parametrize("process_store", [None, "sqlite:///elsewhere.db"])
+def test_an_artifact_download_leaves_the_process_store_as_it_was(tmp_path, monkeypatch, process_store):
+    """The download sets the run's store as the process's (MLflow 3.0 looks runs up there) and puts
+    back what was: an unset store stays unset, so later runs do not land in ./mlflow.db."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    from intent_spark.lake.tracking import download_artifacts
+
+    monkeypatch.setattr("mlflow.tracking._tracking_service.utils._tracking_uri", None)
+    if process_store is None:
+        monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    else:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", process_store)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("e", artifact_location=(tmp_path / "artifacts").as_uri())
+    run = client.create_run(experiment).info.run_id
+    (tmp_path / "state.txt").write_text("weights")
+    client.log_artifact(run, str(tmp_path / "state.txt"), "model")
+
+    folder = download_artifacts(uri, run, "model", tmp_path / "got")
+    assert (folder / "state.txt").read_text() == "weights"
+    assert mlflow.is_tracking_uri_set() is (process_store is not None)
+    assert os.environ.get("MLFLOW_TRACKING_URI") == process_store
