@@ -98,8 +98,10 @@ lint: setup ## ruff (check and format) on the code, tests and benchmarks; mypy o
 
 BENCH_EVENTS ?= 5000000
 SCALE_EVENTS ?= 1000000 5000000 20000000 50000000
-bench: setup ## benchmarks, not tests (BENCHMARKS.md): ingest, split scaling vs DuckDB and RePlay, models
-	$(PY) -m pip install --quiet -e '.[bench]'
+bench: setup ## benchmarks, not tests (BENCHMARKS.md): ingest, split scaling vs DuckDB and RePlay (STACK=petastorm), models
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS),bench]' -c $(STACK_FILE)
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS),bench,replay]' -c $(STACK_FILE) 2>/dev/null \
+	  || echo "make bench: RePlay 0.22 does not install beside the $(STACK) stack; the split scaling runs without it"
 	$(PY) bench/ingest_bench.py --dataset rees46 --events $(BENCH_EVENTS)
 	cd bench && ../$(PY) scale_bench.py --events $(SCALE_EVENTS) --out results/scale.json
 	cd bench && ../$(PY) model_bench.py --out results/models.json --tracking-uri sqlite:///results/mlflow.db
@@ -114,7 +116,7 @@ bench-processes: setup ## SASRec training steps/s and scoring targets/s in 1 and
 READER_EVENTS ?= 1000000 5000000
 PIPELINE_EVENTS ?= 1000000 5000000 20000000 50000000
 bench-pipeline: setup ## every stage at PIPELINE_EVENTS events against DuckDB, one run (sasrec on a fixed sample of users; BENCHMARKS.md)
-	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS),bench]' -c $(STACK_FILE)
 	$(PY) bench/pipeline_bench.py --events $(PIPELINE_EVENTS) --out bench/results/pipeline.json
 
 bench-fidelity: setup ## ours beside RecTools, RecBole and plain baselines on MovieLens-100K (each peer in its own bench/.venvs/)
