@@ -239,9 +239,9 @@ def download_artifacts(tracking_uri: str, run_id: str, artifact_path: str, dst: 
     import mlflow
 
     # MLflow 3.0 (Databricks Runtime 17.3's) looks the run up in the process's own store whatever
-    # tracking_uri says, and a scoring process has none set: this store is the process's meanwhile
-    # tracking_uri is the process's meanwhile. Put back exactly what was there: an unset store stays
-    # unset (get_tracking_uri would name MLflow's default, ./mlflow.db, and pin every later run to it)
+    # tracking_uri says, and a scoring process has none set: this store is the process's meanwhile.
+    # Then exactly what was there goes back: an unset store stays unset (get_tracking_uri names
+    # MLflow's default, ./mlflow.db, which set_tracking_uri would pin every later run to)
     previous = mlflow.get_tracking_uri() if mlflow.is_tracking_uri_set() else None
     environment = os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_tracking_uri(tracking_uri)
