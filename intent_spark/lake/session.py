@@ -249,12 +249,9 @@ def delta_jars(store: bool = False) -> list[str]:
     aws = sorted(JARS_DIR.glob(f"hadoop-aws-{hadoop}.jar")) if store and hadoop else []
     # hadoop-aws's own dependencies: the AWS SDK bundle, and from Hadoop 3.4.2 on the S3 analytics
     # accelerator (the newest cached of each)
-    companions = (
-        [sorted(JARS_DIR.glob(p))[-1:] for p in ("bundle-*.jar", "analyticsaccelerator-s3-*.jar")]
-        if aws
-        else []
-    )
-    return [str(p) for p in (*found, *aws, *(jar for jars in companions for jar in jars))]
+    patterns = ("bundle-*.jar", "analyticsaccelerator-s3-*.jar") if aws else ()
+    companions = [jar for pattern in patterns for jar in sorted(JARS_DIR.glob(pattern))[-1:]]
+    return [str(p) for p in (*found, *aws, *companions)]
 
 
 def delta_packages() -> str:
