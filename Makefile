@@ -2,7 +2,8 @@
 SHELL := /bin/bash
 PYTHON ?= python3.11
 # A stack is an exact, tested set of versions (conf/stacks/NAME.txt, a pip constraints file whose
-# header names its jars): newest (the default, .venv), dbr-17.3, petastorm (.venv-NAME).
+# header names its extras, its jars and its chain's options): newest (the default, .venv), dbr-17.3,
+# petastorm, spark-3.5 (.venv-NAME).
 STACK ?= newest
 STACK_FILE := conf/stacks/$(STACK).txt
 ifeq ($(wildcard $(STACK_FILE)),)
@@ -11,6 +12,8 @@ endif
 VENV ?= $(if $(filter newest,$(STACK)),.venv,.venv-$(STACK))
 PY := $(VENV)/bin/python
 EXTRAS := $(shell sed -n 's/^. extras: *//p' $(STACK_FILE))
+CHAIN_OPTIONS := $(shell sed -n 's/^. chain: *//p' $(STACK_FILE))
+STACK_TESTS := $(shell sed -n 's/^. tests: *//p' $(STACK_FILE))
 # Maven coordinates of the stack's Delta jars and of its S3A connector (hadoop-aws at pyspark's own
 # Hadoop, and that release's AWS SDK bundle), cached in .jars/ (Maven's ~/.m2 keeps them too)
 DELTA_ARTIFACTS := $(shell sed -n 's/^. delta-jars: *//p' $(STACK_FILE))
@@ -23,7 +26,7 @@ comma := ,
 space := $(subst ,, )
 CLASS_ARCHIVE := .jars/driver-classes.jsa
 
-.PHONY: help setup setup-s3 class-archive demo demo-full test test-cluster test-fast stack-env test-stack wheel lint bench bench-processes bench-pipeline bench-readers bench-fidelity clean
+.PHONY: help setup setup-s3 class-archive demo demo-full test test-cluster test-fast stack-env test-stack test-lines wheel lint bench bench-processes bench-pipeline bench-readers bench-fidelity clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -75,21 +78,28 @@ $(WHEEL): pyproject.toml $(shell git ls-files intent_spark models conf 2>/dev/nu
 
 # A fresh environment of the stack's exact set holding the wheel (not the checkout), outside the
 # checkout; the short chain runs in a folder beside it, then the reader tests on that install.
-STACK_RUN ?= $(or $(TMPDIR),/tmp)/intent-spark-stacks/$(STACK)
+STACKS_DIR := $(or $(TMPDIR),/tmp)/intent-spark-stacks
+STACK_RUN ?= $(STACKS_DIR)/$(STACK)
 STACK_ENV := $(STACK_RUN)/venv/.installed
 stack-env: $(STACK_ENV) $(DELTA_JARS) ## a fresh environment of STACK's exact set holding the built wheel (outside the checkout)
 
 $(STACK_ENV): $(STACK_FILE) | $(WHEEL)
 	rm -rf $(STACK_RUN) && $(PYTHON) -m venv $(STACK_RUN)/venv
 	$(STACK_RUN)/venv/bin/python -m pip install --quiet --upgrade pip
-	$(STACK_RUN)/venv/bin/python -m pip install --quiet '$(WHEEL)[$(EXTRAS)]' -c $(STACK_FILE)
+	$(STACK_RUN)/venv/bin/python -m pip install --quiet --no-compile '$(WHEEL)[$(EXTRAS)]' -c $(STACK_FILE)
 	touch $@
 
-test-stack: stack-env $(WHEEL) ## the short chain from the installed wheel on STACK (dbr-17.3, petastorm), then the reader tests
+test-stack: stack-env $(WHEEL) ## the short chain from the installed wheel on STACK (dbr-17.3, petastorm, spark-3.5), then the reader tests
 	$(STACK_RUN)/venv/bin/python -m pip install --quiet --no-deps --force-reinstall $(WHEEL)
 	rm -rf $(STACK_RUN)/chain && mkdir -p $(STACK_RUN)/chain
-	cd $(STACK_RUN)/chain && ../venv/bin/python $(CURDIR)/tests/stack_chain.py --jars $(subst $(space),$(comma),$(abspath $(DELTA_JARS)))
-	cd $(STACK_RUN) && venv/bin/python -m pytest -c /dev/null -p no:cacheprovider -q $(CURDIR)/tests/lake/test_readers.py $(CURDIR)/tests/train/test_reader_quality.py
+	cd $(STACK_RUN)/chain && ../venv/bin/python $(CURDIR)/tests/stack_chain.py --jars $(subst $(space),$(comma),$(abspath $(DELTA_JARS))) $(CHAIN_OPTIONS)
+	cd $(STACK_RUN) && INTENT_JARS_DIR=$(CURDIR)/.jars venv/bin/python -m pytest -c /dev/null -p no:cacheprovider -q $(CURDIR)/tests/lake/test_readers.py $(CURDIR)/tests/train/test_reader_quality.py $(addprefix $(CURDIR)/,$(STACK_TESTS))
+
+# Delta 3 (Spark 3.5) and Delta 4 write the same table protocol: each line's verify reads the
+# other's chain lake (after `make test-stack` on spark-3.5 and dbr-17.3).
+test-lines: setup ## a lake written on Spark 3.5 read on Spark 4, and one written on Spark 4 read on 3.5 (after test-stack)
+	$(VENV)/bin/intent verify --lake $(STACKS_DIR)/spark-3.5/chain/lake
+	$(STACKS_DIR)/spark-3.5/venv/bin/intent verify --lake $(STACKS_DIR)/dbr-17.3/chain/lake --spark-profile $(STACKS_DIR)/spark-3.5/chain/cluster.yaml
 
 lint: setup ## ruff (check and format) on the code, tests and benchmarks; mypy on intent_spark and models
 	$(VENV)/bin/ruff check intent_spark models jobs tests bench examples

@@ -25,6 +25,7 @@ from intent_spark.core.errors import IntentError
 from intent_spark.exchange.tasks import split_targets
 from intent_spark.lake.context import Lake
 from intent_spark.lake.files import filesystem, write_single_file
+from intent_spark.lake.spark_line import array_position, array_remove
 from intent_spark.lake.tables import read_table, write_dataset
 from intent_spark.split.populations import labelled_populations
 from intent_spark.train.inputs import item_counts
@@ -380,7 +381,7 @@ def checked_rows(
         .groupBy(S.LINE)
         .agg(F.min(F.struct("_pos", S.ITEM_ID)).getField(S.ITEM_ID).alias("_unknown"))
     )
-    repeated = F.filter(items, lambda x, i: F.array_position(items, x) <= i)
+    repeated = F.filter(items, lambda x, i: array_position(items, x) <= i)
     rising = F.filter(
         F.sequence(F.lit(2), F.greatest(n, F.lit(2))),
         lambda i: (i <= n) & (F.try_element_at(scores, i) > F.try_element_at(scores, i - 1)),
@@ -486,12 +487,12 @@ def target_ranks(accepted: DataFrame) -> DataFrame:
     """``rank, tied`` of each accepted row's target: its position in the list, the expected
     position within its tie group where scores are given, +inf when it is not listed."""
     items, scores = F.col(ITEMS), F.col(SCORES)
-    position = F.array_position(items, F.col(S.ITEM_ID)).cast("int")
+    position = array_position(items, F.col(S.ITEM_ID)).cast("int")
     own = F.element_at(scores, F.greatest(position, F.lit(1)))
-    first = F.array_position(scores, own)
+    first = array_position(scores, own)
     # the scores equal to the target's: a lambda comparing each score with ``own`` would search
     # the list for the target once per score (quadratic); removing them is one pass
-    group = F.size(scores) - F.size(F.array_remove(scores, own))
+    group = F.size(scores) - F.size(array_remove(scores, own))
     beyond = position == 0
     rank = (
         F.when(beyond, F.lit(float("inf")))

@@ -14,6 +14,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from intent_spark.core import schema as S
 from intent_spark.core.sources import EventsSpec
+from intent_spark.lake.spark_line import is_valid_utf8, struct_from_ddl
 
 CORRUPT = "_corrupt"
 PARSED = "_parsed"
@@ -37,7 +38,7 @@ def raw_field_names(spec: EventsSpec) -> list[str]:
     """The raw fields read from each line, in file order for csv."""
     if spec.format in ("csv", "parquet"):
         return list(spec.columns)
-    schema = StructType.fromDDL(spec.json_schema or "")
+    schema = struct_from_ddl(spec.json_schema or "")
     assert isinstance(schema, StructType)
     return [f.name for f in schema.fields]
 
@@ -79,6 +80,33 @@ def _blank(c: Column) -> Column:
     return c.isNull() | (F.trim(c) == "")
 
 
+# What a cast from text to a number accepts, so that a cast sees only text it can convert: the same
+# result on every Spark line and in either ANSI mode (where a bad cast fails the job), and the
+# result of ``try_cast`` (Spark 4 only) on all but Java's hexadecimal and suffixed forms (``0x1p3``,
+# ``1.5d``), rejected here.
+_WS = r"[\x00-\x20]*"  # what Spark's casts trim around a number
+_INTEGER = rf"^{_WS}([+-]?)0*([0-9]*){_WS}$"
+_DECIMAL = rf"^{_WS}[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?{_WS}$"
+_SPECIAL = rf"(?i)^{_WS}([+-]?(inf|infinity)|nan){_WS}$"
+LONG_DIGITS = 19  # the digits of 2^63
+
+
+def parse_long(text: Column) -> Column:
+    """Integer text as a long, null where it is not an integer or overflows a long."""
+    sign = F.regexp_extract(text, _INTEGER, 1)
+    digits = F.regexp_extract(text, _INTEGER, 2)
+    limit = F.when(sign == "-", F.lit("9223372036854775808")).otherwise(F.lit("9223372036854775807"))
+    size = F.length(digits)
+    fits = (size < LONG_DIGITS) | ((size == LONG_DIGITS) & (digits <= limit))  # equal lengths: text order
+    whole = text.rlike(_INTEGER) & ~text.rlike(rf"^{_WS}[+-]?{_WS}$")  # a sign alone is no number
+    return F.when(whole & fits, F.concat(sign, F.when(size > 0, digits).otherwise(F.lit("0"))).cast("long"))
+
+
+def parse_double(text: Column) -> Column:
+    """Decimal text (``1.5``, ``-2e3``, ``NaN``, ``inf``) as a double, null where it is none."""
+    return F.when(text.rlike(_DECIMAL) | text.rlike(_SPECIAL), text.cast("double"))
+
+
 def typed_time(spec: EventsSpec) -> Column:
     """The event time as a UTC timestamp, or null where the raw text does not parse."""
     if spec.time.parts:
@@ -87,7 +115,7 @@ def typed_time(spec: EventsSpec) -> Column:
         raw = F.trim(raw_field(spec.time.column))
     if spec.time.format is not None:
         return F.try_to_timestamp(raw, F.lit(spec.time.format))
-    as_long = raw.try_cast("long")
+    as_long = parse_long(raw)
     if spec.time.epoch == "s":
         return F.timestamp_seconds(as_long)
     if spec.time.epoch == "ms":
@@ -101,11 +129,11 @@ def typed_amount(spec: EventsSpec) -> Column:
     text = F.trim(raw_field(spec.amount))
     if spec.amount_format == "currency":  # $1,234.50 -> 1234.50; $-77.00 and -$77.00 -> -77.00
         text = F.regexp_replace(text, r"[$,]", "")
-    return text.try_cast("double")
+    return parse_double(text)
 
 
 def _signal_set(name: str) -> Column:
-    return F.coalesce(F.trim(raw_field(name)).try_cast("double"), F.lit(0.0)) == 1.0
+    return F.coalesce(parse_double(raw_field(name)), F.lit(0.0)) == 1.0
 
 
 def _signal_type(name: str) -> str:
@@ -119,7 +147,7 @@ def check_rows(parsed: DataFrame, spec: EventsSpec) -> DataFrame:
     ts = F.col(TYPED_TS)
     checks: list[tuple[Column, str | None, str]] = [
         (_blank(value), None, "empty line"),
-        (~F.is_valid_utf8(value), None, "invalid UTF-8 bytes in line"),
+        (~is_valid_utf8(value), None, "invalid UTF-8 bytes in line"),
     ]
     if header is not None:
         checks.append((F.rtrim(value) == header, None, "duplicate header line"))
@@ -146,7 +174,7 @@ def check_rows(parsed: DataFrame, spec: EventsSpec) -> DataFrame:
         value_text = raw_field(name)
         checks.append(
             (
-                ~_blank(value_text) & F.trim(value_text).try_cast("double").isNull(),
+                ~_blank(value_text) & parse_double(value_text).isNull(),
                 name,
                 f"non-numeric {name}",
             )
@@ -238,7 +266,7 @@ def _override_holds(override, spec: EventsSpec) -> Column:
     value = (
         F.col(TYPED_AMOUNT)
         if override.negative == spec.amount
-        else F.trim(raw_field(override.negative)).try_cast("double")
+        else parse_double(raw_field(override.negative))
     )
     return F.coalesce(value < 0, F.lit(False))
 

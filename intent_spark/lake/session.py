@@ -25,6 +25,7 @@ from pyspark.sql import SparkSession
 
 from intent_spark.core.conf import CONF_DIR, REPO_ROOT, closest, load_yaml
 from intent_spark.core.errors import ConfError, IntentError
+from intent_spark.lake.spark_line import ANSI_CONF, delta_artifact
 
 JARS_DIR = Path(os.environ.get("INTENT_JARS_DIR", REPO_ROOT / ".jars"))
 
@@ -43,6 +44,7 @@ BASE_CONF: dict[str, str] = {
     # eight JVM round trips and a failed `import IPython` each. Our errors name the stage, table
     # and field; without it an `intent run` of 3,000 events takes ~8% less CPU.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    **ANSI_CONF,
 }
 
 LOCAL_CONF: dict[str, str] = {
@@ -199,7 +201,7 @@ def _sql_settings(jvm: Any) -> list[str]:
     """The SQL settings Spark documents (for the closest name to a misspelt one)."""
     try:
         defined = jvm.org.apache.spark.sql.internal.SQLConf.get().getAllDefinedConfs()
-        return [str(entry._1()) for entry in jvm.scala.jdk.javaapi.CollectionConverters.asJava(defined)]
+        return [str(entry._1()) for entry in jvm.scala.collection.JavaConverters.seqAsJavaList(defined)]
     except Exception:
         return []
 
@@ -213,15 +215,6 @@ def delta_version() -> str | None:
         return version("delta-spark")
     except PackageNotFoundError:
         return None
-
-
-def delta_artifact(delta: str, spark: str) -> str:
-    """Delta's Maven coordinates for a Spark version: from Delta 4.1 on, one build per Spark line
-    (``delta-spark_4.2_2.13``); before, one build (``delta-spark_2.13``)."""
-    major, minor = (int(part) for part in delta.split(".")[:2])
-    line = ".".join(spark.split(".")[:2])
-    name = f"delta-spark_{line}_2.13" if (major, minor) >= (4, 1) else "delta-spark_2.13"
-    return f"io.delta:{name}:{delta}"
 
 
 def hadoop_version() -> str | None:
@@ -307,7 +300,9 @@ def build_session(
     profile), then whatever ``spark-submit`` already set.
     """
     active = SparkSession.getActiveSession()
-    if active is not None:
+    if active is not None:  # a cluster's own session: its settings stand, but for the SQL mode
+        for key, value in ANSI_CONF.items():
+            active.conf.set(key, value)
         return active
     builder = SparkSession.builder.appName(app_name)
     submitted = _submitted_conf()

@@ -68,7 +68,10 @@ def tie_rates(metrics: pd.DataFrame, dataset: str) -> pd.DataFrame:
         (metrics[S.DATASET] == dataset) & (metrics["metric"] == TIE_RATE) & (metrics[S.SPLIT] == S.TEST)
     ]
     wide = rows.pivot_table(index=S.CELL, columns=S.MODEL, values="value", aggfunc="first", sort=False)
-    return wide.reindex([c for c in S.CELLS if c in wide.index]).map(lambda v: f"{v:.1%}")
+    # column by column: DataFrame.map is pandas 2.1's, and 15.4 LTS runs pandas 1.5
+    return wide.reindex([c for c in S.CELLS if c in wide.index]).apply(
+        lambda column: column.map("{:.1%}".format)
+    )
 
 
 def comparison_table(comparisons: pd.DataFrame, dataset: str, kind: str) -> pd.DataFrame:

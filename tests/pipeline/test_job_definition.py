@@ -119,6 +119,24 @@ def test_tasks_are_the_graphs_scheduled_stages_with_its_dependencies(bundle):
     assert lakes == {variables["lake"]}  # every stage reads and writes the same lake
 
 
+# Each target's runtimes, per cluster: the Spark line of the data stages and the ML runtime's. A
+# Spark 3.5 runtime is built on Scala 2.12 (Delta 3), a Spark 4 one on 2.13 (Delta 4).
+TARGET_RUNTIMES = {
+    "prod": ("17.3.x-scala2.13", "17.3.x-gpu-ml-scala2.13"),
+    "lts-15.4": ("15.4.x-scala2.12", "15.4.x-gpu-ml-scala2.12"),
+}
+
+
+def test_each_target_runs_both_clusters_on_one_runtime_line(bundle):
+    clusters = bundle["resources"]["jobs"]["intent_benchmark"]["job_clusters"]
+    for target, expected in TARGET_RUNTIMES.items():
+        variables = _variables(bundle) | bundle["targets"][target].get("variables", {})
+        found = {
+            c["job_cluster_key"]: _resolve(c["new_cluster"]["spark_version"], variables) for c in clusters
+        }
+        assert (found["spark"], found["gpu"]) == expected, target
+
+
 def test_intent_help_and_every_commands_help_print_and_exit_0(capsys):
     """argparse formats help strings with ``%``: a bare "95%" in one broke ``intent --help``."""
     parser = build_parser()

@@ -3,13 +3,17 @@ it beside a runtime's own libraries without changing one of them.
 
 The runtime checks ask the package index (pip's dry run resolves, downloading metadata only), as
 `pip install` on a cluster would: for Python 3.12 into Databricks Runtime 17.3 LTS ML's set
-(conf/stacks/dbr-17.3.txt) and for Python 3.13 into the newest set (conf/stacks/newest.txt)."""
+(conf/stacks/dbr-17.3.txt), for Python 3.11 into 15.4 LTS ML's (conf/stacks/spark-3.5.txt) and for
+Python 3.13 into the newest set (conf/stacks/newest.txt). Databricks Runtime 16.4 LTS builds
+packages no index serves for its Python 3.12 (pandas 1.5.3): its set is installed as the runtime
+has it, as package records in a Python 3.12 environment, and pip is asked what it would add."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -49,8 +53,8 @@ def _name(requirement: str) -> str:
     return re.split(r"[\s<>=!~;\[(]", requirement, maxsplit=1)[0].lower().replace("_", "-")
 
 
-def _pins(stack: str) -> dict[str, str]:
-    lines = (REPO_ROOT / "conf" / "stacks" / f"{stack}.txt").read_text(encoding="utf-8").splitlines()
+def _pins(stack: str, folder: Path = REPO_ROOT / "conf" / "stacks") -> dict[str, str]:
+    lines = (folder / f"{stack}.txt").read_text(encoding="utf-8").splitlines()
     return {
         _name(line): line.split("==", 1)[1].strip()
         for line in lines
@@ -97,7 +101,9 @@ def test_the_unpacked_wheel_finds_its_confs_outside_any_checkout(wheel, tmp_path
     assert found.split()[0] == "hm" and int(found.split()[1]) > 0
 
 
-@pytest.mark.parametrize(("stack", "python"), [("dbr-17.3", "3.12"), ("newest", "3.13")])
+@pytest.mark.parametrize(
+    ("stack", "python"), [("dbr-17.3", "3.12"), ("newest", "3.13"), ("spark-3.5", "3.11")]
+)
 def test_pip_installs_the_wheel_beside_a_runtime_changing_none_of_its_packages(
     wheel, tmp_path, stack, python
 ):
@@ -128,3 +134,46 @@ def test_pip_installs_the_wheel_beside_a_runtime_changing_none_of_its_packages(
     assert not SPARK & installed.keys()
     for name in ("pyarrow", "numpy", "pandas", "torch", "mlflow"):
         assert installed[name] == runtime[name]  # the runtime's own, not another
+
+
+RUNTIMES = Path(__file__).parent / "runtimes"
+
+
+def _python(version: str) -> str | None:
+    """A working interpreter of that version: on PATH, or one pyenv installed but has not put there."""
+    found = [
+        shutil.which(f"python{version}"),
+        *map(str, Path.home().glob(f".pyenv/versions/{version}.*/bin/python{version}")),
+    ]
+    for python in filter(None, found):
+        if subprocess.run([python, "--version"], capture_output=True).returncode == 0:
+            return python
+    return None
+
+
+PYTHON_3_12 = _python("3.12")
+
+
+@pytest.mark.skipif(PYTHON_3_12 is None, reason="needs Python 3.12 (the 16.4 runtime's) on PATH or in pyenv")
+def test_pip_adds_the_wheel_to_databricks_runtime_16_4_without_touching_its_packages(wheel, tmp_path):
+    runtime = _pins("dbr-16.4", RUNTIMES)
+    env = tmp_path / "runtime"
+    subprocess.run([str(PYTHON_3_12), "-m", "venv", "--without-pip", str(env)], check=True)
+    (site,) = env.glob("lib/python3.12/site-packages")
+    for name, version in runtime.items():  # what pip reads of an installed package
+        record = site / f"{name.replace('-', '_')}-{version}.dist-info"
+        record.mkdir()
+        (record / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        (record / "RECORD").write_text("")
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "--quiet",
+            "--dry-run", "--report", str(report), "--only-binary=:all:", "-c", str(RUNTIMES / "dbr-16.4.txt"), str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, f"pip could not add the wheel to 16.4's set on Python 3.12: {done.stderr}"
+    added = {_name(item["metadata"]["name"]) for item in json.loads(report.read_text())["install"]}
+    assert "intent-spark" in added and not added & (runtime.keys() | SPARK), added
