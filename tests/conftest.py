@@ -125,6 +125,13 @@ JVM_IN_CHILD = {
 }
 
 
+def pytest_configure(config):
+    """The markers this file sets, also where pytest runs without the project's settings (a side
+    stack's tests run with ``-c /dev/null`` outside the checkout)."""
+    config.addinivalue_line("markers", "jvm: starts a JVM (set by tests/conftest.py)")
+    config.addinivalue_line("markers", "slow: takes more than a few seconds")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Every test that needs a JVM (the Spark fixture, or an `intent` child) is marked ``jvm``,

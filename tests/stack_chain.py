@@ -3,9 +3,10 @@ it, from an installed wheel, in the current folder (outside the checkout), with 
 the way a cluster gives them (``spark.jars`` in a Spark profile).
 
 One ``intent run`` (generate, ingest, split, verify; SASRec and popularity trained and scored in
-2 processes; evaluate, report), then the commands a submitter runs: export, a file of
-popularity's own top items, submit, evaluate, where the submission must score exactly as
-popularity's ranks do. One run, not a command a stage: each command is a JVM start, CI's minutes.
+2 processes; evaluate, report), then the commands a submitter runs, through the same entry point
+in one process: export, a file of popularity's own top items, submit, evaluate, where the
+submission must score exactly as popularity's ranks do. One run, not a command a stage: each
+process is a JVM start, CI's minutes.
 With ``--kill-split``, the run's driver is first killed in the middle of the split (a fault point)
 and the chain's run resumes it; the split's tables must equal those of a clean run of the data
 stages beside it. Each command's time and last line go to the log; the first failure stops the chain with its
@@ -15,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from contextlib import suppress
+from contextlib import redirect_stderr, redirect_stdout, suppress
 from pathlib import Path
 
 DATASET = "hm"
@@ -57,7 +59,6 @@ def main() -> int:
         print(f"stack chain: intent_spark is not the installed wheel's ({location})")
         return 1
     from intent_spark.core.conf import CONF_DIR
-    from intent_spark.core.faults import FAULT_ENV
 
     # the package's own profile for tiny lakes (what the tests use), with Delta's jars added
     profile = here / "cluster.yaml"
@@ -71,30 +72,53 @@ def main() -> int:
     if args.kill_split:
         clean = _run_conf(here / "clean", here / "clean", args.events, "models: []\n")
         steps += [(["run", "--conf", str(clean), *spark], {}), (["run", "--conf", str(run), *spark], KILLED)]
-    steps += [
-        (["run", "--conf", str(run), *spark], {}),
-        (["export", *common, "--out", "export", *spark], {}),
-        (
-            ["score", *common, "--model", "popularity", "--export", "popularity.parquet", "--top-k", "1000"]
-            + spark,
-            {},
-        ),
-        (["submit", *common, "--predictions", "popularity.parquet", "--name", "popularity_file", *spark], {}),
-        (["evaluate", *common, "--floor-users", FLOOR, *spark], {}),
-    ]
+    steps.append((["run", "--conf", str(run), *spark], {}))
     for step, env in steps:
         start = time.monotonic()
         code, out = _intent(intent, step, env)
-        last = (out.strip().splitlines() or [""])[-1]
-        what = f"intent {' '.join(step[:3])}" + (f" ({env[FAULT_ENV]})" if env else "")
-        print(f"{what}: exit {code}, {time.monotonic() - start:.1f} s: {last}", flush=True)
-        if code != (-signal.SIGKILL if env else 0):
-            print(out[-8000:])
+        if not _logged(step, env, code, out, start, -signal.SIGKILL if env else 0):
+            return 1
+    # a submitter's commands, in this process: each command is a JVM start and an import of torch
+    # and Spark, so they share one (CI's minutes), as a notebook calling them would
+    from intent_spark.cli import main as intent_main
+
+    submitter = [
+        ["export", *common, "--out", "export", *spark],
+        [
+            "score",
+            *common,
+            "--model",
+            "popularity",
+            "--export",
+            "popularity.parquet",
+            "--top-k",
+            "1000",
+            *spark,
+        ],
+        ["submit", *common, "--predictions", "popularity.parquet", "--name", "popularity_file", *spark],
+        ["evaluate", *common, "--floor-users", FLOOR, *spark],
+    ]
+    for step in submitter:
+        start, said = time.monotonic(), io.StringIO()
+        with redirect_stdout(said), redirect_stderr(said):
+            code = intent_main(step)
+        if not _logged(step, {}, code, said.getvalue(), start, 0):
             return 1
     return check(here, here / "clean" / "lake" if args.kill_split else None)
 
 
-KILLED = {"INTENT_FAULT": "split.holdout"}  # after holdout and splits, before targets
+def _logged(step: list[str], env: dict[str, str], code: int, out: str, start: float, expected: int) -> bool:
+    """One line a command: its exit, its time and its last line; its output where it failed."""
+    last = (out.strip().splitlines() or [""])[-1]
+    what = f"intent {' '.join(step[:3])}" + (f" ({env['INTENT_FAULT']})" if env else "")
+    print(f"{what}: exit {code}, {time.monotonic() - start:.1f} s: {last}", flush=True)
+    if code != expected:
+        print(out[-8000:])
+    return code == expected
+
+
+# intent_spark.core.faults' variable: after holdout and splits are written, before targets
+KILLED = {"INTENT_FAULT": "split.holdout"}
 SPLIT_TABLES = ("events", "holdout", "splits", "targets", "split_candidates", "split_counts")
 
 
@@ -152,7 +176,7 @@ def check(here: Path, clean: Path | None) -> int:
         problems.append(f"no exported tasks under {here / 'export'}")
     from intent_spark.lake.session import build_session
 
-    spark = build_session(overrides=_profile(here / "cluster.yaml"))
+    spark = build_session(overrides=_profile(here / "cluster.yaml"))  # the submitter's, still running
     metrics = _cell_metrics(spark, here)
     own, submitted = metrics.get("popularity", {}), metrics.get("popularity_file", {})
     differ = {key: (value, own.get(key)) for key, value in submitted.items() if own.get(key) != value}

@@ -29,7 +29,8 @@ def field_token(name: str, value: Column) -> Column:
 
 def list_tokens(name: str, value: Column, separator: str) -> Column:
     """``name:value`` for each element of a list field (an array, or text split by separator)."""
-    elements = value if separator == "" else F.split(F.coalesce(value, F.lit("")), F.lit(separator))
+    # a separator is a pattern (Spark 3.5's split takes it as text only)
+    elements = value if separator == "" else F.split(F.coalesce(value, F.lit("")), separator)
     cleaned = F.transform(F.coalesce(elements, F.array().cast("array<string>")), _clean)
     kept = F.filter(cleaned, lambda e: e != "")
     return F.transform(kept, lambda e: F.concat(F.lit(f"{name}:"), e))
