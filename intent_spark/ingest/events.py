@@ -85,9 +85,9 @@ def _blank(c: Column) -> Column:
 # result of ``try_cast`` (Spark 4 only) on all but Java's hexadecimal and suffixed forms (``0x1p3``,
 # ``1.5d``), rejected here.
 _WS = r"[\x00-\x20]*"  # what Spark's casts trim around a number
-_INTEGER = rf"^{_WS}([+-]?)0*([0-9]*){_WS}$"
-_DECIMAL = rf"^{_WS}[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?{_WS}$"
-_SPECIAL = rf"(?i)^{_WS}([+-]?(inf|infinity)|nan){_WS}$"
+_INTEGER = rf"^{_WS}([+-]?)0*([0-9]*){_WS}$"  # the sign, and the digits after leading zeros
+_SOME_DIGITS = rf"^{_WS}[+-]?[0-9]+{_WS}$"  # an integer: a sign alone is none
+_DECIMAL = rf"(?i)^{_WS}([+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)(e[+-]?[0-9]+)?|[+-]?(inf|infinity)|nan){_WS}$"
 LONG_DIGITS = 19  # the digits of 2^63
 
 
@@ -98,13 +98,13 @@ def parse_long(text: Column) -> Column:
     limit = F.when(sign == "-", F.lit("9223372036854775808")).otherwise(F.lit("9223372036854775807"))
     size = F.length(digits)
     fits = (size < LONG_DIGITS) | ((size == LONG_DIGITS) & (digits <= limit))  # equal lengths: text order
-    whole = text.rlike(_INTEGER) & ~text.rlike(rf"^{_WS}[+-]?{_WS}$")  # a sign alone is no number
-    return F.when(whole & fits, F.concat(sign, F.when(size > 0, digits).otherwise(F.lit("0"))).cast("long"))
+    number = F.concat(sign, F.when(size > 0, digits).otherwise(F.lit("0")))
+    return F.when(text.rlike(_SOME_DIGITS) & fits, number.cast("long"))
 
 
 def parse_double(text: Column) -> Column:
     """Decimal text (``1.5``, ``-2e3``, ``NaN``, ``inf``) as a double, null where it is none."""
-    return F.when(text.rlike(_DECIMAL) | text.rlike(_SPECIAL), text.cast("double"))
+    return F.when(text.rlike(_DECIMAL), text.cast("double"))
 
 
 def typed_time(spec: EventsSpec) -> Column:
