@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -23,6 +24,24 @@ from intent_spark.lake.session import PROFILE_ENV, build_session, spark_settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REAL_DATA = Path(os.environ.get("INTENT_REAL_DATA", REPO_ROOT.parent / "shared" / "data" / "real"))
+STACKS = REPO_ROOT / "conf" / "stacks"
+
+
+def package_name(requirement: str) -> str:
+    """A requirement's project name as pip compares it: ``delta_spark>=3`` -> ``delta-spark``."""
+    return re.split(r"[\s<>=!~;\[(]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def pinned_versions(constraints: Path) -> dict[str, str]:
+    """name -> version of each ``name==version`` line of a constraints file (a stack, a runtime)."""
+    lines = constraints.read_text(encoding="utf-8").splitlines()
+    return {
+        package_name(line): line.split("==", 1)[1].strip()
+        for line in lines
+        if "==" in line and not line.startswith("#")
+    }
+
+
 # Every session of the tests, in this process and in each `intent` child, uses the tiny-lake
 # profile (conf/spark/small.yaml): interpreted plans, no adaptive re-planning.
 os.environ.setdefault(PROFILE_ENV, "small")

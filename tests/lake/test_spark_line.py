@@ -5,11 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import REPO_ROOT
+from conftest import STACKS, pinned_versions
 
 from intent_spark.lake.spark_line import delta_artifact, line_of
-
-STACKS = sorted((REPO_ROOT / "conf" / "stacks").glob("*.txt"))
 
 
 def test_delta_builds_by_line_worked_by_hand():
@@ -19,10 +17,8 @@ def test_delta_builds_by_line_worked_by_hand():
     assert line_of("3.5.9") == (3, 5) and line_of("4.2.0.dev1") == (4, 2)
 
 
-@pytest.mark.parametrize("stack", STACKS, ids=lambda path: path.stem)
+@pytest.mark.parametrize("stack", sorted(STACKS.glob("*.txt")), ids=lambda path: path.stem)
 def test_each_stack_caches_the_delta_build_of_its_own_spark(stack):
-    text = stack.read_text(encoding="utf-8")
-    found = re.findall(r"(?m)^([A-Za-z0-9_.-]+)==(\S+)$", text)
-    pins = {name.lower().replace("_", "-"): version for name, version in found}  # pip's names
-    (jars,) = re.findall(r"(?m)^# delta-jars: (.+)$", text)
+    pins = pinned_versions(stack)
+    (jars,) = re.findall(r"(?m)^# delta-jars: (.+)$", stack.read_text(encoding="utf-8"))
     assert delta_artifact(pins["delta-spark"], pins["pyspark"]) in jars.split()

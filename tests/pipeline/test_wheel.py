@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, STACKS, package_name, pinned_versions
 
 SPARK = {"pyspark", "delta-spark"}
 
@@ -49,19 +48,6 @@ def wheel(tmp_path_factory) -> Path:
     return built
 
 
-def _name(requirement: str) -> str:
-    return re.split(r"[\s<>=!~;\[(]", requirement, maxsplit=1)[0].lower().replace("_", "-")
-
-
-def _pins(stack: str, folder: Path = REPO_ROOT / "conf" / "stacks") -> dict[str, str]:
-    lines = (folder / f"{stack}.txt").read_text(encoding="utf-8").splitlines()
-    return {
-        _name(line): line.split("==", 1)[1].strip()
-        for line in lines
-        if "==" in line and not line.startswith("#")
-    }
-
-
 def test_the_wheel_carries_every_built_in_conf_and_asks_for_no_spark(wheel):
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
@@ -75,9 +61,9 @@ def test_the_wheel_carries_every_built_in_conf_and_asks_for_no_spark(wheel):
     )
     assert metadata["Requires-Python"] == ">=3.11"
     required = metadata.get_all("Requires-Dist")
-    always = {_name(r) for r in required if "extra ==" not in r}
+    always = {package_name(r) for r in required if "extra ==" not in r}
     assert always and not always & SPARK, always
-    spark_extra = {_name(r) for r in required if 'extra == "spark"' in r}
+    spark_extra = {package_name(r) for r in required if 'extra == "spark"' in r}
     assert spark_extra == SPARK
 
 
@@ -107,13 +93,13 @@ def test_the_unpacked_wheel_finds_its_confs_outside_any_checkout(wheel, tmp_path
 def test_pip_installs_the_wheel_beside_a_runtime_changing_none_of_its_packages(
     wheel, tmp_path, stack, python
 ):
-    runtime = _pins(stack)
+    runtime = pinned_versions(STACKS / f"{stack}.txt")
     report = tmp_path / "report.json"
     done = subprocess.run(
         [
             sys.executable, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed",
             "--report", str(report), "--python-version", python, "--only-binary=:all:",
-            "--target", str(tmp_path / "target"), "-c", str(REPO_ROOT / "conf" / "stacks" / f"{stack}.txt"), str(wheel),
+            "--target", str(tmp_path / "target"), "-c", str(STACKS / f"{stack}.txt"), str(wheel),
         ],
         capture_output=True,
         text=True,
@@ -122,7 +108,7 @@ def test_pip_installs_the_wheel_beside_a_runtime_changing_none_of_its_packages(
         f"pip could not install the wheel beside {stack} on Python {python}: {done.stderr}"
     )
     installed = {
-        _name(item["metadata"]["name"]): item["metadata"]["version"]
+        package_name(item["metadata"]["name"]): item["metadata"]["version"]
         for item in json.loads(report.read_text())["install"]
     }
     changed = {
@@ -156,7 +142,7 @@ PYTHON_3_12 = _python("3.12")
 
 @pytest.mark.skipif(PYTHON_3_12 is None, reason="needs Python 3.12 (the 16.4 runtime's) on PATH or in pyenv")
 def test_pip_adds_the_wheel_to_databricks_runtime_16_4_without_touching_its_packages(wheel, tmp_path):
-    runtime = _pins("dbr-16.4", RUNTIMES)
+    runtime = pinned_versions(RUNTIMES / "dbr-16.4.txt")
     env = tmp_path / "runtime"
     subprocess.run([str(PYTHON_3_12), "-m", "venv", "--without-pip", str(env)], check=True)
     (site,) = env.glob("lib/python3.12/site-packages")
@@ -175,5 +161,5 @@ def test_pip_adds_the_wheel_to_databricks_runtime_16_4_without_touching_its_pack
         text=True,
     )  # fmt: skip
     assert done.returncode == 0, f"pip could not add the wheel to 16.4's set on Python 3.12: {done.stderr}"
-    added = {_name(item["metadata"]["name"]) for item in json.loads(report.read_text())["install"]}
+    added = {package_name(item["metadata"]["name"]) for item in json.loads(report.read_text())["install"]}
     assert "intent-spark" in added and not added & (runtime.keys() | SPARK), added
