@@ -440,11 +440,11 @@ def sampled_scoring(spark, lake: str, model: str, conf, uri: str, sample: int, p
     from pyspark.sql import functions as F
 
     from intent_spark.core import schema as S
-    from intent_spark.lake.readers import split_files, user_blocks
     from intent_spark.lake.tables import read_table
     from intent_spark.lake.tracking import download_artifacts, find_run
     from intent_spark.plugin import pick_device
     from intent_spark.train.build import load_model, split_catalogue
+    from intent_spark.train.readers import split_files, user_blocks
     from intent_spark.train.registry import resolve
     from intent_spark.train.workers import rank_split
 
@@ -495,7 +495,7 @@ def run_size(args: argparse.Namespace, events: int) -> dict[str, Any]:
     from intent_spark.lake.tables import ingested_source, read_table
     from intent_spark.lake.tracking import default_tracking_uri
     from intent_spark.split.conf import load_split_conf
-    from intent_spark.split.stage import run_split
+    from intent_spark.split.split_tables import run_split
     from intent_spark.train.inputs import build_model_inputs
 
     work = Path(args.workdir).resolve() / str(events)

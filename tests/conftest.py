@@ -222,7 +222,7 @@ def split_lake(spark, generated_lake):
     from intent_spark.core.conf import CONF_DIR
     from intent_spark.generate import SOURCES
     from intent_spark.split.conf import load_split_conf
-    from intent_spark.split.stage import run_split
+    from intent_spark.split.split_tables import run_split
 
     lake, _, _ = generated_lake
     for name in SOURCES:
@@ -236,7 +236,7 @@ def toy_lake(spark, tmp_path_factory):
     from intent_spark.core import schema as S
     from intent_spark.lake.tables import write_dataset
     from intent_spark.split.conf import SplitConf
-    from intent_spark.split.stage import run_split
+    from intent_spark.split.split_tables import run_split
 
     lake = str(tmp_path_factory.mktemp("lake_toy"))
     events = spark.createDataFrame(toy_event_rows(), S.EVENTS_SCHEMA).repartition(3)  # partition-proof

@@ -6,7 +6,7 @@ from __future__ import annotations
 from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.core.sources import SourceConf
-from intent_spark.core.stage import DATASET, Run, Stage, Task, known, per_dataset
+from intent_spark.core.stage_spec import DATASET, Run, Stage, Task, known, per_dataset
 
 
 def audit_tasks(run: Run) -> list[Task]:

@@ -4,7 +4,7 @@ read its outputs or the split's: leaks, protocol agreement and backtest."""
 from __future__ import annotations
 
 from intent_spark.core.datasets import DatasetRef
-from intent_spark.core.stage import DATASET, Run, Stage, Task, known, per_dataset
+from intent_spark.core.stage_spec import DATASET, Run, Stage, Task, known, per_dataset
 
 
 def _write_leaks(run: Run, name: DatasetRef) -> None:

@@ -14,7 +14,6 @@ from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.lake.context import Lake
-from intent_spark.lake.readers import split_files, user_blocks
 from intent_spark.lake.tables import read_table
 from intent_spark.lake.tracking import download_artifacts
 from intent_spark.plugin import pick_device
@@ -22,6 +21,7 @@ from intent_spark.split.populations import SPLITS
 from intent_spark.train.build import load_model, split_catalogue
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.plugin_errors import saves_tracebacks
+from intent_spark.train.readers import split_files, user_blocks
 from intent_spark.train.score import drop_staging, scoring_run
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from intent_spark.core.runconf import DatasetEntry
 from intent_spark.core.sources import SourceConf
-from intent_spark.core.stage import DATASET, Run, Stage, Task
+from intent_spark.core.stage_spec import DATASET, Run, Stage, Task
 from intent_spark.lake.files import raw_listing
 
 

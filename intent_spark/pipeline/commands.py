@@ -196,8 +196,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _models_conf(args: argparse.Namespace):
-    from intent_spark.lake.readers import choose_reader
     from intent_spark.train.conf import check_model, load_models_conf, with_processes, with_reader, with_steps
+    from intent_spark.train.readers import choose_reader
 
     check_model(args.model)
     conf = with_processes(with_steps(load_models_conf(args.models_conf), args.steps), args.processes)

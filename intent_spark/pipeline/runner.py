@@ -25,13 +25,13 @@ from intent_spark.core.errors import IntentError
 from intent_spark.core.progress import Progress, silent
 from intent_spark.core.runconf import DatasetEntry, RunConf
 from intent_spark.core.sources import SourceConf, at_item_level, load_source
-from intent_spark.core.stage import Key, Task, chain
+from intent_spark.core.stage_spec import Key, Task, chain
 from intent_spark.lake.context import Lake
-from intent_spark.lake.readers import choose_reader
 from intent_spark.pipeline import graph
-from intent_spark.pipeline.stages import StageFailed, StageLog
+from intent_spark.pipeline.stage_log import StageFailed, StageLog
 from intent_spark.split.conf import SplitConf, load_split_conf
 from intent_spark.train.conf import ModelsConf, check_model, load_models_conf, with_processes, with_reader
+from intent_spark.train.readers import choose_reader
 
 
 def pair_by_pair(tasks: list[Task]) -> list[Task]:

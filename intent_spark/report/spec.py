@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from intent_spark.core.stage import RUN, Run, Stage, Task
+from intent_spark.core.stage_spec import RUN, Run, Stage, Task
 
 
 def report_tasks(run: Run) -> list[Task]:

@@ -30,7 +30,7 @@ from intent_spark.core.errors import IntentError
 from intent_spark.core.progress import Progress, silent
 from intent_spark.lake.tables import has_table, ingested_source, read_table, write_dataset
 from intent_spark.split.holdout import assign_holdout
-from intent_spark.split.stage import write_counts_and_checksums
+from intent_spark.split.split_tables import write_counts_and_checksums
 
 HELD_OUT = "held_out"
 # (held-out event of a known user, of a new user, later event of a known user, of a new user)

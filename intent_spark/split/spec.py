@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from intent_spark.core.datasets import DatasetRef
-from intent_spark.core.stage import DATASET, Run, Stage, Task, known, per_dataset
+from intent_spark.core.stage_spec import DATASET, Run, Stage, Task, known, per_dataset
 from intent_spark.ingest.spec import INGEST
 from intent_spark.split.conf import SplitConf
 
@@ -34,7 +34,7 @@ def split_one(
     """The split stage for one dataset or variant (what ``intent split`` runs): a protocol
     variant's test split at its source's cutoff and holdout, else the INTENT split by the rule."""
     from intent_spark.split.protocols import run_protocol_split
-    from intent_spark.split.stage import run_split
+    from intent_spark.split.split_tables import run_split
 
     if dataset.protocol:
         run_protocol_split(spark, lake, dataset, conf.max_targets_per_period, progress=progress)

@@ -17,11 +17,11 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
-from intent_spark.lake.readers import read_catalogue, split_files
 from intent_spark.lake.tables import read_table, source_table
 from intent_spark.plugin import Catalogue, Model
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.plugin_errors import plugin_error
+from intent_spark.train.readers import read_catalogue, split_files
 
 
 def stamp_digest(stamp: str) -> str:

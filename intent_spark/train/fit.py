@@ -19,7 +19,6 @@ from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.core.faults import fault_point
 from intent_spark.lake.context import Lake
-from intent_spark.lake.readers import choose_reader, split_files
 from intent_spark.lake.tables import read_table
 from intent_spark.lake.tracking import code_version, start_run
 from intent_spark.plugin import HistoryModel, TrainingData, pick_device
@@ -28,6 +27,7 @@ from intent_spark.train.build import build_model, item_texts, plugin_call, split
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.inputs import build_model_inputs
 from intent_spark.train.plugin_errors import saves_tracebacks
+from intent_spark.train.readers import choose_reader, split_files
 from intent_spark.train.registry import resolve, same_model_note
 from intent_spark.train.workers import FitJob, fit_processes, open_batches
 
@@ -143,8 +143,8 @@ def _fit_in_processes(
     split in one launch; rank 0's saved model of each split copied into ``folder/split``; each
     split's fit numbers."""
     from intent_spark.lake.files import remove_folder as drop_staging
-    from intent_spark.lake.readers import row_groups
     from intent_spark.train.distributed import copy_folder, read_json, run_processes
+    from intent_spark.train.readers import row_groups
 
     spark, root, progress = lake.spark, lake.root, lake.progress
     cls = resolve(model)

@@ -16,7 +16,6 @@ from intent_spark.core.errors import IntentError
 from intent_spark.core.faults import fault_point
 from intent_spark.lake.context import Lake
 from intent_spark.lake.files import remove_folder
-from intent_spark.lake.readers import split_files, user_batches
 from intent_spark.lake.tables import read_table, write_dataset
 from intent_spark.lake.tracking import download_artifacts, find_run, log_run_metrics
 from intent_spark.plugin import HistoryModel, pick_device
@@ -31,6 +30,7 @@ from intent_spark.train.conf import ModelsConf
 from intent_spark.train.fit import train
 from intent_spark.train.inputs import inputs_stamp
 from intent_spark.train.plugin_errors import saves_tracebacks
+from intent_spark.train.readers import split_files, user_batches
 from intent_spark.train.registry import resolve, same_model_note
 from intent_spark.train.workers import STAGED_SCHEMA, ScoreJob, rank_split, score_process, staged_part
 

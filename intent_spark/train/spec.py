@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from intent_spark.core.datasets import DatasetRef
-from intent_spark.core.stage import DATASET_MODEL, TRANSFER_PAIR, Run, Stage, Task, known
+from intent_spark.core.stage_spec import DATASET_MODEL, TRANSFER_PAIR, Run, Stage, Task, known
 from intent_spark.split.spec import SPLIT
 
 

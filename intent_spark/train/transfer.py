@@ -21,12 +21,12 @@ from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.ingest.tokens import MIN_WORD_LENGTH, WORD_SPLIT
 from intent_spark.lake.context import Lake
-from intent_spark.lake.readers import read_catalogue, split_files, user_blocks
 from intent_spark.lake.tables import read_table, source_table, write_dataset
 from intent_spark.lake.tracking import download_artifacts, find_run
 from intent_spark.plugin import Catalogue, load_state, pick_device
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.inputs import build_model_inputs, first_token_ids, token_vocabulary
+from intent_spark.train.readers import read_catalogue, split_files, user_blocks
 from intent_spark.train.score import write_ranks
 from intent_spark.train.workers import rank_split, staged_part
 from models.sasrec import SASRecF, SASRecFModel

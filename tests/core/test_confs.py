@@ -15,10 +15,10 @@ from intent_spark.core.conf import CONF_DIR
 from intent_spark.core.errors import ConfError
 from intent_spark.core.runconf import load_run_conf
 from intent_spark.core.sources import load_source
-from intent_spark.lake.readers import petastorm_problem
 from intent_spark.lake.session import spark_settings
 from intent_spark.split.conf import load_split_conf
 from intent_spark.train.conf import load_models_conf
+from intent_spark.train.readers import petastorm_problem
 
 
 def _write(path: Path, data: dict) -> Path:

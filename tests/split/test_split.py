@@ -23,7 +23,7 @@ from intent_spark.split.cutoff import (
     choose_cutoff,
     choose_granularity,
 )
-from intent_spark.split.stage import run_split
+from intent_spark.split.split_tables import run_split
 
 
 def _at(month: int, day: int) -> datetime:

@@ -12,7 +12,7 @@ from intent_spark.core.datasets import DatasetRef
 from intent_spark.generate import SOURCES
 from intent_spark.lake.tables import read_table
 from intent_spark.split.conf import load_split_conf
-from intent_spark.split.stage import compute_checksums, run_split
+from intent_spark.split.split_tables import compute_checksums, run_split
 
 pytestmark = pytest.mark.slow
 

@@ -17,13 +17,13 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
 from intent_spark.lake.context import Lake
-from intent_spark.lake.readers import read_catalogue, split_files, training_batches, user_blocks
 from intent_spark.lake.tables import read_table, write_dataset
 from intent_spark.split.conf import SplitConf
-from intent_spark.split.stage import run_split
+from intent_spark.split.split_tables import run_split
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.fit import train
 from intent_spark.train.inputs import build_model_inputs
+from intent_spark.train.readers import read_catalogue, split_files, training_batches, user_blocks
 from intent_spark.train.score import score
 
 TOY = DatasetRef("toy")  # the hand-built dataset, parsed once
