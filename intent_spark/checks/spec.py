@@ -14,7 +14,7 @@ def audit_tasks(run: Run) -> list[Task]:
         return []
     from intent_spark.checks.audit import audit_verdict, write_audit
 
-    floor = run.conf.audit.floor_users
+    floor = run.conf.audit.sequence_users
     tasks = []
     for entry in run.conf.datasets:
         conf = run.source_conf(entry)
@@ -47,7 +47,7 @@ AUDIT = Stage(
     ("ingest",),
     ("events",),
     ("reports/audit",),
-    "floor_users",
+    "sequence_users",
     audit_tasks,
     when="audit:",
     what="the paper's five admission criteria with verdicts",

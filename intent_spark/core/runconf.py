@@ -72,7 +72,7 @@ class DatasetEntry:
 
 @dataclass(frozen=True)
 class AuditConf:
-    floor_users: int = SEQUENCE_FLOOR
+    sequence_users: int = SEQUENCE_FLOOR  # users with 3+ events a source needs (the paper's 25,000)
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,11 @@ def cell_metrics(users: DataFrame, floor_users: int, bootstrap: int = 0, seed: i
         F.count(F.lit(1)).alias("n_users"),
         F.sum("n_targets").alias("n_targets"),
     )
-    return by_metric.unionByName(ties).withColumn("below_floor", F.col("n_users") < floor_users)
+    return (
+        by_metric.unionByName(ties)
+        .withColumn("below_floor", F.col("n_users") < floor_users)
+        .withColumn(S.FLOOR_USERS, F.lit(floor_users).cast("long"))
+    )
 
 
 def mlflow_name(split: str, cell: str, metric: str, k: int) -> str:
@@ -125,19 +129,45 @@ def mlflow_name(split: str, cell: str, metric: str, k: int) -> str:
 
 
 def evaluate(
-    lake: Lake, dataset: str, *, floor_users: int, bootstrap: int = 0, correction: str = DEFAULT_CORRECTION
+    lake: Lake,
+    dataset: str,
+    *,
+    floor_users: int | None = None,
+    bootstrap: int = 0,
+    correction: str = DEFAULT_CORRECTION,
 ) -> int:
     """Write ``user_metrics``, ``metrics`` and ``comparisons`` from ``ranks``; log each model's
-    cell metrics to its MLflow training run. Returns the number of metric rows."""
+    cell metrics to its MLflow training run (unless tracking is off). Cells are flagged at the
+    floor the split applied; ``floor_users`` overrides it, said in the progress line and kept in
+    ``metrics.floor_users`` for the report to say. Returns the number of metric rows."""
     from intent_spark.lake.progress import spark_progress
 
-    # the store given, not the default: a lake context without one logs no cell metrics
-    spark, tracking_uri, progress = lake.spark, lake.tracking_uri, lake.progress
-    with spark_progress(spark, progress, f"{dataset} evaluate"):
-        rows = _metric_tables(lake, dataset, floor_users, bootstrap, correction)
-    if tracking_uri:
-        log_cell_metrics(tracking_uri, dataset, rows, progress)
+    floor = evaluation_floor(lake, dataset, floor_users)
+    with spark_progress(lake.spark, lake.progress, f"{dataset} evaluate"):
+        rows = _metric_tables(lake, dataset, floor, bootstrap, correction)
+    if lake.tracking:
+        log_cell_metrics(lake.tracking, dataset, rows, lake.progress)
     return len(rows)
+
+
+def evaluation_floor(lake: Lake, dataset: str, override: int | None) -> int:
+    """The floor the split recorded, or ``override`` (said when it differs); a split written
+    before the floor was kept falls back to the split conf's."""
+    from intent_spark.split.conf import conf_floor
+    from intent_spark.split.split_tables import split_floor
+
+    applied = split_floor(lake.spark, lake.root, dataset)
+    if applied is None:
+        applied = conf_floor(dataset)
+        lake.progress(
+            f"{dataset}: its split kept no user floor (split before it was kept): conf/split.yaml's {applied:,}"
+        )
+    if override is None or override == applied:
+        return applied
+    lake.progress(
+        f"{dataset}: cells flagged at {override:,} users (--floor-users), an override of the split's {applied:,}"
+    )
+    return override
 
 
 def _metric_tables(lake: Lake, dataset: str, floor_users: int, bootstrap: int, correction: str) -> list:

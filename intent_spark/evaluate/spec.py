@@ -22,13 +22,12 @@ def evaluate_tasks(run: Run) -> list[Task]:
     from intent_spark.evaluate.metrics import evaluate
 
     tasks = []
-    for name in run.scored():
-        floor = run.split_conf(name).floor_users
+    for name in run.scored():  # at the floor its split recorded (the split conf's, in its fingerprint)
 
-        def work(name: DatasetRef = name, floor: int = floor) -> None:
-            evaluate(run.lake_context(), name, floor_users=floor, correction=run.conf.correction)
+        def work(name: DatasetRef = name) -> None:
+            evaluate(run.lake_context(), name, correction=run.conf.correction)
 
-        tasks.append(Task(EVALUATE.name, name, work, known(floor, run.conf.correction)))
+        tasks.append(Task(EVALUATE.name, name, work, known(run.conf.correction)))
     return tasks
 
 
@@ -85,7 +84,7 @@ EVALUATE = Stage(
     ("score", "transfer"),
     ("ranks",),
     ("user_metrics", "metrics", "comparisons", "MLflow metrics"),
-    "floor_users",
+    "correction (the floor: its split's)",
     evaluate_tasks,
     scheduled=True,
     what="per-user and per-cell metrics with intervals, paired comparisons",

@@ -180,10 +180,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from intent_spark.checks.audit import REJECT, read_audit, write_audit
     from intent_spark.lake.tables import ingested_source
 
+    if args.floor_users is not None:
+        raise IntentError(
+            f"--floor-users is the cells' floor; the audit's is `--sequence-users {args.floor_users}` "
+            "(users with 3+ events a source needs)"
+        )
     report = reporter("audit")
     spark = _session("audit", args)
     conf = load_source(args.conf or ingested_source(spark, args.lake, args.dataset))
-    path = write_audit(spark, args.lake, args.dataset, conf, args.floor_users, args.out)
+    path = write_audit(spark, args.lake, args.dataset, conf, args.sequence_users, args.out)
     table = read_audit(path)
     for row in table.itertuples():
         report(f"{row.verdict} {row.criterion}" + (f": {row.reason}" if row.reason else f" ({row.measured})"))
@@ -369,21 +374,24 @@ def cmd_transfer(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from intent_spark.evaluate.metrics import evaluate
     from intent_spark.lake.tracking import default_tracking_uri
-    from intent_spark.split.conf import conf_floor
 
     if args.replicates is not None:
         raise IntentError(
             f"--replicates moved: `intent agreement --dataset {args.dataset.source} "
             f"--replicates {args.replicates}` orders a dataset's protocols"
         )
-    floor = args.floor_users if args.floor_users is not None else conf_floor(args.dataset, args.conf)
+    if args.conf:
+        raise IntentError(
+            f"--conf {args.conf}: evaluate flags cells at the floor {args.dataset}'s split recorded; "
+            "give --floor-users N to override it"
+        )
     uri = None if args.no_mlflow else default_tracking_uri(args.lake, args.tracking_uri)
     report = reporter("evaluate")
     spark = _session("evaluate", args)
     rows = evaluate(
         Lake(spark, args.lake, uri, progress=report),
         args.dataset,
-        floor_users=floor,
+        floor_users=args.floor_users,
         bootstrap=args.bootstrap,
         correction=args.correction,
     )
@@ -434,7 +442,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         Path(args.out),
         datasets,
         correction=args.correction,
-        floors=args.floor_users,
+        floor_users=args.floor_users,
     )
     report(f"report: {page.resolve()}")
     if not args.no_mlflow:

@@ -37,6 +37,7 @@ class Results:
     summaries: dict[str, dict[str, Any]]
     correction: str = DEFAULT_CORRECTION
     floors: dict[str, int] = field(default_factory=dict)  # the user floor each dataset was ranked at
+    overrides: list[str] = field(default_factory=list)  # floors that differ from the split's, said first
 
     @property
     def datasets(self) -> list[str]:
@@ -78,14 +79,14 @@ def load_results(
     datasets: Sequence[str] | None = None,
     everything: pd.DataFrame | None = None,
     correction: str = DEFAULT_CORRECTION,
-    floors: int | Mapping[str, int] | None = None,
+    floor_users: int | None = None,
 ) -> Results:
     """The evaluated datasets' metrics and comparisons, and their split summaries (read from the
     split report's JSON, or computed when it is missing). ``everything``: ``read_metrics``, when
     the caller has it already. The comparisons' p-values are adjusted again over the family the
-    report shows (``REPORT_FAMILY``) by ``correction``. ``floors``: the user floor of each
-    dataset's run, or one for all (by default the split conf's), checked against the flags its
-    evaluate wrote."""
+    report shows (``REPORT_FAMILY``) by ``correction``. Cells are shown ranked at the floor
+    their evaluate flagged them at (``metrics.floor_users``, the split's unless overridden);
+    ``floor_users`` re-flags them at another, an override the report's first line says."""
     from intent_spark.core.errors import IntentError
     from intent_spark.split.summary import split_summary
 
@@ -123,16 +124,41 @@ def load_results(
             if saved.exists()
             else split_summary(spark, lake, parse_dataset(dataset))
         )
-    if isinstance(floors, int):
-        floors = dict.fromkeys(chosen, floors)
-    if floors is None:
-        from intent_spark.split.conf import conf_floor
-
-        floors = {d: conf_floor(d) for d in chosen}
+    floors, overrides = lake_floors(spark, lake, metrics, floor_users)
+    if floor_users is not None:
+        metrics = metrics.assign(below_floor=metrics["n_users"] < floor_users)
     return Results(
         metrics.reset_index(drop=True),
         comparisons.reset_index(drop=True),
         summaries,
         correction,
-        checked_floors(metrics, floors, lake),
+        floors,
+        overrides,
     )
+
+
+def lake_floors(
+    spark: SparkSession, lake: str, metrics: pd.DataFrame, override: int | None
+) -> tuple[dict[str, int], list[str]]:
+    """Each dataset's user floor as the report shows it, and a sentence for each that is not its
+    split's: one ``override`` given to the report, or one its evaluate was given. Metrics written
+    before the floor was kept are checked against the split conf's floor (``checked_floors``)."""
+    from intent_spark.split.conf import conf_floor
+    from intent_spark.split.split_tables import split_floor
+
+    floors, overrides = {}, []
+    for dataset, rows in metrics.groupby(S.DATASET):
+        name = str(dataset)
+        kept = rows[S.FLOOR_USERS].dropna() if S.FLOOR_USERS in rows else pd.Series(dtype="int64")
+        split = split_floor(spark, lake, name) or conf_floor(name)
+        evaluated = int(kept.max()) if not kept.empty else checked_floors(rows, {name: split}, lake)[name]
+        floors[name] = evaluated if override is None else override
+        if override is not None and override != split:
+            overrides.append(
+                f"{name} shown at {override:,} users (--floor-users), its split's floor is {split:,}"
+            )
+        elif override is None and evaluated != split:
+            overrides.append(
+                f"{name} evaluated at {evaluated:,} users (--floor-users), its split's floor is {split:,}"
+            )
+    return floors, overrides

@@ -29,6 +29,7 @@ from intent_spark.core.datasets import HORIZON, LEAVE_LAST_OUT, PROTOCOLS, Datas
 from intent_spark.core.errors import IntentError
 from intent_spark.core.progress import Progress, silent
 from intent_spark.lake.tables import has_table, ingested_source, read_table, write_dataset
+from intent_spark.split.conf import SplitConf
 from intent_spark.split.holdout import assign_holdout
 from intent_spark.split.split_tables import write_counts_and_checksums
 
@@ -176,11 +177,12 @@ def run_protocol_split(
     spark: SparkSession,
     lake: str,
     dataset: DatasetRef,
-    max_per_period: int,
+    conf: SplitConf,
     progress: Progress = silent,
 ) -> None:
     """Write holdout, splits, targets, split_counts and checksums of a protocol variant
-    (``amazon_hk.horizon``); its source must be split first."""
+    (``amazon_hk.horizon``); its source must be split first. Of ``conf`` it takes the targets
+    per period and the user floor, which its counts record as the INTENT split's do."""
     protocol = dataset.protocol
     if protocol is None:
         raise IntentError(f"{dataset}: not a protocol variant (known: {', '.join(PROTOCOLS)})")
@@ -210,7 +212,7 @@ def run_protocol_split(
     write_dataset(spark.createDataFrame([row], S.SPLITS_SCHEMA), lake, S.SPLITS, dataset)
     write_dataset(spark.createDataFrame([], S.SPLIT_CANDIDATES_SCHEMA), lake, S.SPLIT_CANDIDATES, dataset)
     targets = protocol_targets(
-        labelled, protocol, dataset=dataset, split=S.TEST, max_per_period=max_per_period
+        labelled, protocol, dataset=dataset, split=S.TEST, max_per_period=conf.max_targets_per_period
     )
     write_dataset(targets, lake, S.TARGETS, dataset)
-    write_counts_and_checksums(spark, lake, dataset, floor_users=0)
+    write_counts_and_checksums(spark, lake, dataset, conf.floor_users)

@@ -37,7 +37,7 @@ def split_one(
     from intent_spark.split.split_tables import run_split
 
     if dataset.protocol:
-        run_protocol_split(spark, lake, dataset, conf.max_targets_per_period, progress=progress)
+        run_protocol_split(spark, lake, dataset, conf, progress=progress)
     else:
         run_split(spark, lake, dataset, conf, progress=progress, report=report)
 

@@ -164,7 +164,18 @@ def cell_counts(targets: DataFrame, floor_users: int, *more: Column) -> DataFram
         targets.groupBy(S.DATASET, S.SPLIT, S.CELL)
         .agg(F.count_distinct(S.USER_ID).alias("n_users"), F.count(F.lit(1)).alias("n_targets"), *more)
         .withColumn("below_floor", F.col("n_users") < floor_users)
+        .withColumn(S.FLOOR_USERS, F.lit(floor_users).cast("long"))
     )
+
+
+def split_floor(spark: SparkSession, lake: str, dataset: str) -> int | None:
+    """The user floor a dataset's split applied (``split_counts.floor_users``): what evaluate
+    flags its cells at and the report shows. None for a split written before the floor was kept."""
+    counts = read_table(spark, lake, S.SPLIT_COUNTS, dataset)
+    if S.FLOOR_USERS not in counts.columns:
+        return None
+    found = counts.agg(F.max(S.FLOOR_USERS).alias("floor")).first()  # one aggregate row
+    return None if found is None or found.floor is None else int(found.floor)
 
 
 def write_counts_and_checksums(spark: SparkSession, lake: str, dataset: str, floor_users: int) -> None:
