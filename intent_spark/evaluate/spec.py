@@ -25,7 +25,15 @@ def evaluate_tasks(run: Run) -> list[Task]:
     for name in run.scored():  # at the floor its split recorded (the split conf's, in its fingerprint)
 
         def work(name: DatasetRef = name) -> None:
-            evaluate(run.lake_context(), name, correction=run.conf.correction)
+            call = run.call  # a command's override of the split's floor, its bootstrap
+            rows = evaluate(
+                run.lake_context(),
+                name,
+                floor_users=call.floor_users,
+                bootstrap=call.bootstrap,
+                correction=run.conf.correction,
+            )
+            run.progress(f"{name}: {rows:,} metric rows in metrics, per-user scores in user_metrics")
 
         tasks.append(Task(EVALUATE.name, name, work, known(run.conf.correction)))
     return tasks

@@ -17,12 +17,19 @@ def ingest_tasks(run: Run) -> list[Task]:
         folder = run.raw_folder(entry)
 
         def work(entry: DatasetEntry = entry, conf: SourceConf = conf, folder: str = folder) -> None:
+            from intent_spark.ingest.files import check_source_folder
+
+            check_source_folder(folder)  # a missing or empty folder: one line, before Spark starts
             summary = ingest_source(
                 run.spark, conf, folder, run.lake, dataset=entry.name, progress=run.progress
             )
             run.progress(
-                f"{entry.name}: {summary.events:,} events, {summary.rejects:,} rejects, {summary.items:,} items"
+                f"{entry.name}: {summary.raw_rows:,} raw rows in {summary.files} file(s) -> "
+                f"{summary.events:,} events, {summary.rejects:,} rejects; {summary.items:,} items "
+                f"({conf.level}), {summary.users:,} users"
             )
+            if summary.rejects:
+                run.progress(f"{entry.name}: rejected rows with reasons are in {run.lake}/rejects")
 
         def settings(name: str = entry.name, conf: SourceConf = conf, folder: str = folder) -> tuple | None:
             if ("generate", name, None) in run.planned_runs:

@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from intent_spark.core import schema as S
-from intent_spark.core.conf import CONF_DIR
 from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
-from intent_spark.core.sources import at_item_level, load_source
+from intent_spark.core.runconf import BacktestConf, CompareConf, DatasetEntry, RunConf
+from intent_spark.core.sources import load_source
+from intent_spark.core.stage_spec import StageCall
 from intent_spark.lake.context import Lake
 from intent_spark.lake.progress import reporter
 
@@ -57,6 +57,60 @@ def written_datasets(args: argparse.Namespace) -> list[DatasetRef]:
     return [getattr(args, name)]
 
 
+def _run_conf(ref: DatasetRef, **fields: Any) -> RunConf:
+    """The run conf a one-stage command stands for: its dataset, and where it names a variant
+    (``hm.leave_last_out``, ``hm.seed1``, ``hm.origin2``) the part of a run conf that makes it."""
+    source = DatasetRef(ref.source)
+    conf = RunConf(datasets=(DatasetEntry(source),), **fields)
+    if ref.protocol:
+        return dataclasses.replace(conf, compare=CompareConf(datasets=(source,), protocols=(ref.protocol,)))
+    if ref.seed is not None:
+        return dataclasses.replace(conf, compare=CompareConf(datasets=(source,), seeds=(ref.seed,)))
+    if ref.origin is not None:
+        return dataclasses.replace(conf, backtest=BacktestConf(origins=ref.origin, datasets=(source,)))
+    return conf
+
+
+def _model_run_conf(args: argparse.Namespace) -> RunConf:
+    return _run_conf(
+        args.dataset,
+        models=(args.model,),
+        models_conf=args.models_conf,
+        processes=args.processes,
+        reader=args.reader,
+        tracking_uri=args.tracking_uri,
+    )
+
+
+def _runner(args: argparse.Namespace, stage: str, conf: RunConf, call: StageCall | None = None) -> Any:
+    """The runner ``intent run`` uses, for one stage: the one place the split conf, the models
+    conf, the floor, the lake and its tracking are derived."""
+    from intent_spark.pipeline.runner import Runner
+
+    return Runner(
+        conf, lake=args.lake, spark_settings=_spark_overrides(args), progress=reporter(stage), call=call
+    )
+
+
+def _run_stage(runner: Any, stage: str, dataset: DatasetRef, model: str | None = None) -> int:
+    from intent_spark.pipeline.runner import run_stage
+
+    run_stage(runner, stage, dataset, model)
+    return 0
+
+
+def _one_stage(
+    args: argparse.Namespace,
+    stage: str,
+    conf: RunConf,
+    call: StageCall | None = None,
+    model: str | None = None,
+) -> int:
+    """``intent <stage>``: the stage graph's tasks of that stage for the command's dataset (and
+    model), as ``intent run`` runs them."""
+    return _run_stage(_runner(args, stage, conf, call), stage, args.dataset, model)
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from intent_spark.generate import generate_release
 
@@ -70,37 +124,18 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    conf = at_item_level(load_source(args.conf or args.dataset), args.item_level)
-    from intent_spark.ingest import ingest_source
-    from intent_spark.ingest.files import check_source_folder
-
-    check_source_folder(args.raw)
-
-    report = reporter("ingest")
-    spark = _session("ingest", args)
-    summary = ingest_source(spark, conf, args.raw, args.lake, dataset=args.dataset, progress=report)
-    report(
-        f"{summary.dataset}: {summary.raw_rows:,} raw rows in {summary.files} file(s) -> "
-        f"{summary.events:,} events, {summary.rejects:,} rejects; {summary.items:,} items "
-        f"({conf.level}), {summary.users:,} users"
-    )
-    if summary.rejects:
-        report(f"{summary.dataset}: rejected rows with reasons are in {args.lake}/rejects")
-    return 0
+    entry = DatasetEntry(args.dataset, raw=args.raw, conf=args.conf, item_level=args.item_level)
+    return _one_stage(args, "ingest", RunConf(datasets=(entry,)))
 
 
 def cmd_split(args: argparse.Namespace) -> int:
     from intent_spark.lake.files import on_store
-    from intent_spark.lake.tables import has_table, ingested_source, read_table
-    from intent_spark.report.split import split_report_writer
-    from intent_spark.split.conf import load_split_conf
-    from intent_spark.split.spec import split_one, variant_overrides
+    from intent_spark.lake.tables import ingested_source
 
     if on_store(args.lake) and not args.out:
         raise IntentError(
             f"{args.lake}: a lake on an object store keeps no split report; give --out a local folder or a Volume"
         )
-    ref = args.dataset
     flags = {
         key: value
         for key, value in (
@@ -111,30 +146,13 @@ def cmd_split(args: argparse.Namespace) -> int:
         )
         if value is not None
     }
-    overrides = {**variant_overrides(ref), **flags}  # amazon_hk.seed1 is seed 1 unless --seed says
-    report = reporter("split")
-    spark = _session("split", args)
-    if (
-        not has_table(spark, args.lake, S.EVENTS)
-        or read_table(spark, args.lake, S.EVENTS, ref.source).isEmpty()
-    ):
-        raise IntentError(
-            f"{args.lake}: no events of {ref.source}; ingest {ref.source} first (`intent ingest`)"
-        )
-    conf = load_split_conf(
-        args.conf or CONF_DIR / "split.yaml",
-        ref.source,
-        overrides,
-        source=ingested_source(spark, args.lake, args.dataset),
-    )
-    out = Path(args.out) if args.out else None
-    writer = None if ref.protocol else split_report_writer(args.lake, args.dataset, out, report)
-    split_one(spark, args.lake, ref, conf, report, report=writer)
-    if ref.protocol:
-        report(f"{args.dataset}: protocol split written (test split only; `intent verify` reports its leak)")
-    else:
-        report(f"{args.dataset}: split report in {out or Path(args.lake) / 'reports' / 'split'}")
-    return 0
+    call = StageCall(split_overrides=flags, split_report=args.out)
+    runner = _runner(args, "split", _run_conf(args.dataset, split_conf=args.conf), call)
+    # a dataset stored under another source's conf (cct_mcc from cct) takes that source's split conf
+    source = ingested_source(runner.spark, args.lake, args.dataset.source)
+    entry = dataclasses.replace(runner.conf.datasets[0], source=source or "")
+    runner.conf = dataclasses.replace(runner.conf, datasets=(entry,))
+    return _run_stage(runner, "split", args.dataset)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -200,17 +218,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _models_conf(args: argparse.Namespace):
-    from intent_spark.train.conf import check_model, load_models_conf, with_processes, with_reader, with_steps
-    from intent_spark.train.readers import choose_reader
-
-    check_model(args.model)
-    conf = with_processes(with_steps(load_models_conf(args.models_conf), args.steps), args.processes)
-    conf = with_reader(conf, getattr(args, "reader", None))
-    choose_reader(conf.reader)  # a reader that cannot run here: one line, before Spark starts
-    return conf
-
-
 def cmd_models(args: argparse.Namespace) -> int:
     """Every registered model with its origin, kind and settings (the conf's values where it
     sets them, else the model's defaults)."""
@@ -266,44 +273,22 @@ def cmd_check_model(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from intent_spark.lake.tracking import default_tracking_uri
-    from intent_spark.train.fit import train
-
-    conf = _models_conf(args)
-    uri = default_tracking_uri(args.lake, args.tracking_uri)
-    report = reporter("train")
-    spark = _session("train", args)
-    run_id = train(
-        Lake(spark, args.lake, uri, progress=report),
-        args.dataset,
-        args.model,
-        conf,
-        parent_run_id=args.parent_run_id,
-        splits=args.split or ("test", "val"),
-    )
-    report(f"{args.dataset} {args.model}: logged to MLflow run {run_id} in {uri}")
-    return 0
+    call = StageCall(steps=args.steps, splits=tuple(args.split or ()), parent_run_id=args.parent_run_id)
+    return _one_stage(args, "train", _model_run_conf(args), call, model=args.model)
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from intent_spark.lake.tracking import default_tracking_uri
-    from intent_spark.train.score import score
+    call = StageCall(steps=args.steps, run_id=args.run_id)
+    if not args.export:
+        return _one_stage(args, "score", _model_run_conf(args), call, model=args.model)
+    from intent_spark.exchange.top_items import TopItemsExport, export_top_items
 
-    conf = _models_conf(args)
-    uri = default_tracking_uri(args.lake, args.tracking_uri)
-    report = reporter("score")
-    spark = _session("score", args)
-    if args.export:
-        from intent_spark.exchange.top_items import TopItemsExport, export_top_items
-
-        export = TopItemsExport(args.export, args.split, args.top_k)
-        lake = Lake(spark, args.lake, uri, progress=report)
-        export_top_items(lake, args.dataset, args.model, conf, export, run_id=args.run_id)
-        return 0
-    rows = score(
-        Lake(spark, args.lake, uri, progress=report), args.dataset, args.model, conf, run_id=args.run_id
+    # not a stage: the model's top items go to a file, not to ranks; the same derived settings
+    runner = _runner(args, "score", _model_run_conf(args), call)
+    export = TopItemsExport(args.export, args.split, args.top_k)
+    export_top_items(
+        runner.lake_context(), args.dataset, args.model, runner.models_conf, export, run_id=args.run_id
     )
-    report(f"{args.dataset} {args.model}: {rows:,} ranks in {args.lake}/ranks")
     return 0
 
 
@@ -372,9 +357,6 @@ def cmd_transfer(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from intent_spark.evaluate.metrics import evaluate
-    from intent_spark.lake.tracking import default_tracking_uri
-
     if args.replicates is not None:
         raise IntentError(
             f"--replicates moved: `intent agreement --dataset {args.dataset.source} "
@@ -385,22 +367,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             f"--conf {args.conf}: evaluate flags cells at the floor {args.dataset}'s split recorded; "
             "give --floor-users N to override it"
         )
-    uri = None if args.no_mlflow else default_tracking_uri(args.lake, args.tracking_uri)
-    report = reporter("evaluate")
-    spark = _session("evaluate", args)
-    rows = evaluate(
-        Lake(spark, args.lake, uri, progress=report),
-        args.dataset,
-        floor_users=args.floor_users,
-        bootstrap=args.bootstrap,
-        correction=args.correction,
-    )
-    report(
-        f"{args.dataset}: {rows:,} metric rows in {args.lake}/metrics, per-user scores in {args.lake}/user_metrics"
-    )
+    conf = _run_conf(args.dataset, tracking_uri=args.tracking_uri, correction=args.correction)
+    call = StageCall(floor_users=args.floor_users, bootstrap=args.bootstrap, tracked=not args.no_mlflow)
+    _one_stage(args, "evaluate", conf, call)
     ref = args.dataset
     if ref.protocol:
-        report(
+        reporter("evaluate")(
             f"{ref.source}: order its protocols' models against its cells: `intent agreement --dataset {ref.source}`"
         )
     return 0

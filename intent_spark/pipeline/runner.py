@@ -25,12 +25,19 @@ from intent_spark.core.errors import IntentError
 from intent_spark.core.progress import Progress, silent
 from intent_spark.core.runconf import DatasetEntry, RunConf
 from intent_spark.core.sources import SourceConf, at_item_level, load_source
-from intent_spark.core.stage_spec import Key, Task, chain
+from intent_spark.core.stage_spec import Key, StageCall, Task, chain
 from intent_spark.lake.context import Lake
 from intent_spark.pipeline import graph
 from intent_spark.pipeline.stage_log import StageFailed, StageLog
 from intent_spark.split.conf import SplitConf, load_split_conf
-from intent_spark.train.conf import ModelsConf, check_model, load_models_conf, with_processes, with_reader
+from intent_spark.train.conf import (
+    ModelsConf,
+    check_model,
+    load_models_conf,
+    with_processes,
+    with_reader,
+    with_steps,
+)
 from intent_spark.train.readers import choose_reader
 
 
@@ -98,8 +105,10 @@ class Runner:
         force: bool = False,
         spark_settings: dict[str, str] | None = None,
         progress: Progress = silent,
+        call: StageCall | None = None,
     ):
         self.conf = conf
+        self.call = call or StageCall()
         self.lake = lake or conf.lake_path
         self.force = force
         self.progress = progress
@@ -109,7 +118,12 @@ class Runner:
         self.models = tuple(check_model(model) for model in conf.models)
         self.models_conf: ModelsConf = with_reader(
             with_processes(
-                load_models_conf(conf.models_conf, conf.model_overrides, child(conf.path, "model_overrides")),
+                with_steps(
+                    load_models_conf(
+                        conf.models_conf, conf.model_overrides, child(conf.path, "model_overrides")
+                    ),
+                    self.call.steps,
+                ),
                 conf.processes,
                 child(conf.path, "processes"),
             ),
@@ -124,6 +138,7 @@ class Runner:
         self.parent: str | None = None  # the benchmark's MLflow run
         self.page: Path | None = None
         self.seconds: dict[str, float] = {}  # stage -> seconds its tasks ran in this run
+        self.one_stage = False  # run_stage: one stage's tasks, outside the run's stage log
         self._spark: Any = None
         self._uri: str | None = None
         self._lake: Lake | None = None
@@ -149,7 +164,7 @@ class Runner:
     def lake_context(self) -> Lake:
         """One for the whole run: its MLflow store is resolved once, not per task."""
         if self._lake is None:
-            self._lake = Lake(self.spark, self.lake, self.uri, self.progress)
+            self._lake = Lake(self.spark, self.lake, self.conf.tracking_uri, self.progress, self.call.tracked)
         return self._lake
 
     def log(self, dataset: str) -> StageLog:
@@ -157,8 +172,11 @@ class Runner:
             self.logs[dataset] = StageLog(self.lake, dataset, self.force, self.progress)
         return self.logs[dataset]
 
-    def benchmark(self) -> str:
-        """MLflow's benchmark run, opened by the first task that logs to it."""
+    def benchmark(self) -> str | None:
+        """MLflow's benchmark run, opened by the first task that logs to it; a one-stage command
+        nests under the run it names, or none."""
+        if self.one_stage:
+            return self.call.parent_run_id
         if self.parent is None:
             from intent_spark.lake.tracking import start_benchmark
 
@@ -186,8 +204,9 @@ class Runner:
         """A dataset's (or variant's) split conf; per-dataset entries fall back to its source's, and
         the run's own floor (``floor_users:``) comes before ``overrides``."""
         source = name.source
+        overrides = {**(overrides or {}), **self.call.split_overrides}  # a command's flags last
         if self.conf.floor_users is not None:
-            overrides = {"floor_users": self.conf.floor_users, **(overrides or {})}
+            overrides = {"floor_users": self.conf.floor_users, **overrides}
         return load_split_conf(self.split_conf_path, source, overrides, source=self.conf.source_of(source))
 
     def source_conf(self, entry: DatasetEntry) -> SourceConf:
@@ -206,13 +225,17 @@ class Runner:
         self.log(dataset).done.pop(stage, None)
 
     def splits_of(self, name: str) -> tuple[str, ...]:
-        """Both splits of a run's dataset; a variant is scored on its test split only."""
+        """Both splits of a run's dataset (or those a command names); a variant is scored on its
+        test split only."""
+        if self.call.splits:
+            return self.call.splits
         return (S.TEST, S.VAL) if name in self.conf.names else (S.TEST,)
 
     def split_report(self, dataset: str) -> Callable[[dict[str, Any]], object] | None:
         from intent_spark.report.split import split_report_writer
 
-        return split_report_writer(self.lake, dataset, None, self.progress)
+        out = Path(self.call.split_report) if self.call.split_report else None
+        return split_report_writer(self.lake, dataset, out, self.progress)
 
     def publish_report(self, page: Path) -> None:
         self.page = page
@@ -222,7 +245,7 @@ class Runner:
         tasks = [
             task
             for stage in graph.STAGES
-            if self.models or not graph.needs_models(stage.name)
+            if self.models or self.one_stage or not graph.needs_models(stage.name)
             for task in stage.tasks(self)
         ]
         return pair_by_pair(link(tasks))
@@ -308,6 +331,25 @@ class Runner:
             self.planned_runs.add(task.key)
             lines.append(f"run   {task.name:<28} {where:<26} {why}")
         return lines
+
+
+def run_stage(runner: Runner, stage: str, dataset: DatasetRef, model: str | None = None) -> int:
+    """One stage of the graph for one dataset (and model), as ``intent run`` declares it, like
+    ``kedro run --nodes``: its tasks are the run's, filtered. A command runs them whatever the
+    stage log says and records nothing there (their inputs' fingerprints are the run's to take).
+    Returns how many tasks ran."""
+    runner.one_stage = True
+    chosen = [
+        task
+        for task in runner.tasks()
+        if task.stage == stage and task.dataset == dataset and (model is None or task.model == model)
+    ]
+    if not chosen:
+        what = f"{dataset} {model}" if model else str(dataset)
+        raise IntentError(f"{stage}: nothing to run for {what}")
+    for task in chosen:
+        task.work()
+    return len(chosen)
 
 
 def run_pipeline(runner: Runner) -> int:

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
+from intent_spark.core.errors import IntentError
 from intent_spark.core.stage_spec import DATASET, Run, Stage, Task, known, per_dataset
 from intent_spark.ingest.spec import INGEST
 from intent_spark.split.conf import SplitConf
@@ -33,11 +35,16 @@ def split_one(
 ) -> None:
     """The split stage for one dataset or variant (what ``intent split`` runs): a protocol
     variant's test split at its source's cutoff and holdout, else the INTENT split by the rule."""
+    from intent_spark.lake.tables import has_table, read_table
     from intent_spark.split.protocols import run_protocol_split
     from intent_spark.split.split_tables import run_split
 
+    source = dataset.source
+    if not has_table(spark, lake, S.EVENTS) or read_table(spark, lake, S.EVENTS, source).isEmpty():
+        raise IntentError(f"{lake}: no events of {source}; ingest {source} first (`intent ingest`)")
     if dataset.protocol:
         run_protocol_split(spark, lake, dataset, conf, progress=progress)
+        progress(f"{dataset}: protocol split written (test split only; `intent verify` reports its leak)")
     else:
         run_split(spark, lake, dataset, conf, progress=progress, report=report)
 

@@ -17,7 +17,7 @@ def train_tasks(run: Run) -> list[Task]:
             settings = conf.logged(model)
 
             def work(name: DatasetRef = name, model: str = model) -> None:
-                train(
+                run_id = train(
                     run.lake_context(),
                     name,
                     model,
@@ -25,6 +25,7 @@ def train_tasks(run: Run) -> list[Task]:
                     parent_run_id=run.benchmark(),
                     splits=run.splits_of(name),
                 )
+                run.progress(f"{name} {model}: logged to MLflow run {run_id}")
 
             fit = known(conf.context, conf.max_tokens, settings)
             tasks.append(Task(TRAIN.name, name, work, fit, model))
@@ -39,7 +40,14 @@ def score_tasks(run: Run) -> list[Task]:
         for model in run.models:
 
             def work(name: DatasetRef = name, model: str = model) -> None:
-                rows = score(run.lake_context(), name, model, run.models_conf, parent_run_id=run.benchmark())
+                rows = score(
+                    run.lake_context(),
+                    name,
+                    model,
+                    run.models_conf,
+                    run_id=run.call.run_id,
+                    parent_run_id=run.benchmark(),
+                )
                 run.progress(f"{name} {model}: {rows:,} ranks")
 
             tasks.append(Task(SCORE.name, name, work, model=model))
