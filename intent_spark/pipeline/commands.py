@@ -149,7 +149,7 @@ def cmd_split(args: argparse.Namespace) -> int:
     call = StageCall(split_overrides=flags, split_report=args.out)
     runner = _runner(args, "split", _run_conf(args.dataset, split_conf=args.conf), call)
     # a dataset stored under another source's conf (cct_mcc from cct) takes that source's split conf
-    source = ingested_source(runner.spark, args.lake, args.dataset.source)
+    source = ingested_source(runner.spark, args.lake, args.dataset)
     entry = dataclasses.replace(runner.conf.datasets[0], source=source or "")
     runner.conf = dataclasses.replace(runner.conf, datasets=(entry,))
     return _run_stage(runner, "split", args.dataset)

@@ -193,7 +193,21 @@ def test_retention_is_future_over_past_with_a_delta_method_interval(spark):
     from intent_spark.evaluate.metrics import Z_95, retention
 
     def row(cell, value, se, n):
-        return ("d", "test", cell, "m", "ndcg", 10, value, value - Z_95 * se, value + Z_95 * se, n, n, False)
+        return (
+            "d",
+            "test",
+            cell,
+            "m",
+            "ndcg",
+            10,
+            value,
+            value - Z_95 * se,
+            value + Z_95 * se,
+            n,
+            n,
+            False,
+            1000,
+        )
 
     rows = [
         row("new_future_seen", 0.2, 0.02, 50),

@@ -373,6 +373,20 @@ def test_a_demo_floor_ranks_more_cells_and_the_summary_says_it_is_a_demo_floor(t
     )
 
 
+def test_a_floor_override_is_the_first_thing_the_summary_says(tmp_path):
+    metrics = _metric_rows()
+    metrics["below_floor"] = metrics["n_users"] < 500  # known_future_new's 400 users fall under 500
+    override = "d shown at 500 users (--floor-users), its split's floor is 1,000"
+    results = Results(metrics, _comparison_rows(), {"d": _summary()}, floors={"d": 500}, overrides=[override])
+    markdown = (write_report(results, tmp_path / "override").parent / "report.md").read_text()
+    first = markdown.split("## Summary\n\n", 1)[1].splitlines()[0]
+    assert first == (
+        "Floor override: d shown at 500 users (--floor-users), its split's floor is 1,000. 6 of 7 test "
+        "cells ranked: a cell with fewer than 500 users is not ranked. A demo floor, below the "
+        "protocol's 1,000 users: its scores are noisier than the benchmark's."
+    )
+
+
 def test_findings_state_gaps_retention_and_the_loss_beyond_repeat_last():
     from intent_spark.report.summary import cross_dataset, finding_sentences, summary_table
 

@@ -102,8 +102,20 @@ def test_counts_and_verify_pass(spark, toy_lake):
     assert counts[("test", "known_past")] == (10, 23, True)
     assert counts[("test", "known_future_new")] == (2, 2, True)
     assert counts[("val", "new_past_seen")] == (1, 2, True)
+    # the floor it flagged them at, recorded for evaluate and the report: the split conf's 1,000
+    assert {r.floor_users for r in read_table(spark, lake, S.SPLIT_COUNTS, "toy").collect()} == {1000}
     failed = [r for r in verify_dataset(spark, lake, DatasetRef("toy")) if not r.ok]
     assert failed == []
+
+
+def test_cell_counts_flag_cells_under_the_floor_they_record(spark, toy_lake):
+    from intent_spark.split.split_tables import cell_counts
+
+    lake, _ = toy_lake
+    rows = cell_counts(read_table(spark, lake, S.TARGETS, "toy"), 10).collect()
+    flags = {(r.split, r.cell): (r.n_users, r.below_floor, r.floor_users) for r in rows}
+    assert flags[("test", "known_past")] == (10, False, 10)  # 10 users: not under a floor of 10
+    assert flags[("test", "known_future_new")] == (2, True, 10)
 
 
 def test_verify_catches_a_corrupted_target(spark, toy_lake, tmp_path):

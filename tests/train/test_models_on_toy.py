@@ -251,7 +251,7 @@ def toy_metrics(spark, toy, toy_ranks):
     from intent_spark.evaluate.metrics import evaluate
 
     lake, uri = toy
-    evaluate(Lake(spark, lake, uri), "toy", floor_users=1000)
+    evaluate(Lake(spark, lake, uri), "toy")  # at the floor its split recorded
     return read_table(spark, lake, S.METRICS_TABLE, "toy")
 
 
@@ -270,7 +270,8 @@ def test_evaluate_writes_metrics_and_mlflow_finds_them_by_name(toy, toy_metrics)
     )
     # u02's z and u05's e: both new, so sasrec ties them at 6.5 below the 4 trained items
     assert z_cell.where(F.col(S.MODEL) == "sasrec").first().value == pytest.approx(1 / 6.5)
-    assert {r.below_floor for r in metrics.collect()} == {True}
+    # the split's conf floor (1,000), recorded by the split and read back by evaluate
+    assert {(r.below_floor, r.floor_users) for r in metrics.collect()} == {(True, 1000)}
     with store(uri):
         found = mlflow.search_runs(
             experiment_names=[EXPERIMENT], filter_string="metrics.`test.known_past.ndcg_10` >= 0"
@@ -383,3 +384,23 @@ def test_runs_nest_and_are_found_on_a_real_mlflow_server(spark, toy, toy_metrics
         assert mlflow.get_tracking_uri() != uri
     finally:
         stop_mlflow_server(server)
+
+
+def test_the_report_says_a_floor_other_than_the_splits(spark, toy, toy_metrics):
+    """The toy's split recorded 1,000; metrics evaluated at 1 (an ``--floor-users 1``) are said
+    to be an override, and a report's own ``--floor-users 300`` is said as one too."""
+    from intent_spark.report.load import lake_floors
+    from intent_spark.split.split_tables import split_floor
+
+    lake, _ = toy
+    assert split_floor(spark, lake, "toy") == 1000
+    evaluated_at_one = toy_metrics.toPandas().assign(floor_users=1)
+    assert lake_floors(spark, lake, evaluated_at_one, None) == (
+        {"toy": 1},
+        ["toy evaluated at 1 users (--floor-users), its split's floor is 1,000"],
+    )
+    assert lake_floors(spark, lake, evaluated_at_one, 300) == (
+        {"toy": 300},
+        ["toy shown at 300 users (--floor-users), its split's floor is 1,000"],
+    )
+    assert lake_floors(spark, lake, toy_metrics.toPandas(), None) == ({"toy": 1000}, [])
