@@ -17,8 +17,9 @@ def ingest_tasks(run: Run) -> list[Task]:
         folder = run.raw_folder(entry)
 
         def work(entry: DatasetEntry = entry, conf: SourceConf = conf, folder: str = folder) -> None:
+            lake = run.lake_context()
             summary = ingest_source(
-                run.spark, conf, folder, run.lake, dataset=entry.name, progress=run.progress
+                lake.spark, conf, folder, lake.root, dataset=entry.name, progress=lake.progress
             )
             run.progress(
                 f"{entry.name}: {summary.events:,} events, {summary.rejects:,} rejects, {summary.items:,} items"
