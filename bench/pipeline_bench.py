@@ -455,8 +455,10 @@ def sampled_scoring(spark, lake: str, model: str, conf, uri: str, sample: int, p
     run = find_run(uri, DATASET, cls.name)
     with tempfile.TemporaryDirectory() as tmp:
         folder = download_artifacts(uri, run.info.run_id, "model", tmp)
-        fitted = load_model(cls, folder / S.TEST, split_catalogue(spark, lake, DATASET, S.TEST), conf, device)
-        urls = split_files(spark, lake, S.SCORE_EVENTS, DATASET, S.TEST)
+        fitted = load_model(
+            cls, folder / S.TEST, split_catalogue(Lake(spark, lake), DATASET, S.TEST), conf, device
+        )
+        urls = split_files(Lake(spark, lake), S.SCORE_EVENTS, DATASET, S.TEST)
         blocks = (block for i, block in enumerate(user_blocks(urls)) if i % every == 0)
         seconds, written = rank_split(
             fitted, blocks, conf, device, f"{tmp}/sample.parquet", None, progress, where=f"{DATASET} {model}"
@@ -552,7 +554,7 @@ def run_size(args: argparse.Namespace, events: int) -> dict[str, Any]:
             DATASET,
             split_conf,
             progress=bench.progress("split"),
-            report=split_report_writer(lake, DATASET, None, bench.progress("split")),
+            report=split_report_writer(Lake(spark, lake, progress=bench.progress("split")), DATASET),
         )
     event_files = local_paths(read_table(spark, lake, S.EVENTS, DATASET).inputFiles())
     with bench.reference("split") as found:

@@ -52,7 +52,7 @@ def model_input_files(work: Path, events: int) -> list[str]:
     ingest_source(spark, load_source("rees46"), str(work / "raw"), lake)
     run_split(spark, lake, dataset, load_split_conf(CONF_DIR / "split.yaml", "rees46"))
     build_model_inputs(Lake(spark, lake), dataset, context=CONTEXT, max_tokens=16)
-    return split_files(spark, lake, "train_sequences", dataset, "test")
+    return split_files(Lake(spark, lake), "train_sequences", dataset, "test")
 
 
 def pass_rate(urls: list[str], reader: str) -> tuple[float, int]:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
@@ -39,6 +39,7 @@ from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.core.sources import SourceConf
 from intent_spark.ingest.events import _signal_type
+from intent_spark.lake.context import Lake
 from intent_spark.lake.figures import pyplot, save_figure
 from intent_spark.lake.tables import source_table
 
@@ -80,7 +81,7 @@ def audit_measures(events: DataFrame) -> dict[str, Any]:
     order, for reversals), reduced to one row on the driver, and one small count per event type.
 
     Keys: ``events``, ``users``, ``single_users`` and ``single_share`` (users with one event),
-    ``min_sequence_users`` (users with ``MIN_SEQUENCE``+ events), ``second_share`` / ``minute_share`` /
+    ``sequence_users`` (users with ``MIN_SEQUENCE``+ events), ``second_share`` / ``minute_share`` /
     ``hour_share`` (events whose time has that part nonzero), ``resolution`` (the finest of
     second, minute, hour varying on more than ``RESOLUTION_MIN_SHARE`` of events, else day),
     ``midnight_share``, ``tie_share`` (a user's consecutive events in (ts, seq) order with one
@@ -244,20 +245,16 @@ def audit_verdicts(
 
 
 def audit_dataset(
-    spark: SparkSession,
-    lake: str,
-    dataset: DatasetRef,
-    conf: SourceConf,
-    min_sequence_users: int = SEQUENCE_FLOOR,
+    lake: Lake, dataset: DatasetRef, conf: SourceConf, min_sequence_users: int = SEQUENCE_FLOOR
 ) -> pd.DataFrame:
     """The five criteria for one ingested dataset: one row per criterion (``COLUMNS``)."""
-    return audit_verdicts(_measures_of(spark, lake, dataset), conf, min_sequence_users)
+    return audit_verdicts(_measures_of(lake, dataset), conf, min_sequence_users)
 
 
-def _measures_of(spark: SparkSession, lake: str, dataset: DatasetRef) -> dict[str, Any]:
-    measures = audit_measures(source_table(spark, lake, S.EVENTS, dataset))
+def _measures_of(lake: Lake, dataset: DatasetRef) -> dict[str, Any]:
+    measures = audit_measures(source_table(lake.spark, lake.root, S.EVENTS, dataset))
     if not measures.get("events"):
-        raise IntentError(f"{lake}/events holds no events of {dataset!r} (run `intent ingest` first)")
+        raise IntentError(f"{lake.path(S.EVENTS)} holds no events of {dataset!r} (run `intent ingest` first)")
     return measures
 
 
@@ -300,13 +297,12 @@ def audit_figure(
     return save_figure(fig, path, f"{dataset} admission audit")
 
 
-def audit_folder(lake: str) -> Path:
-    return Path(lake) / "reports" / "audit"
+def audit_folder(lake: Lake) -> Path:
+    return Path(lake.root) / "reports" / "audit"
 
 
 def write_audit(
-    spark: SparkSession,
-    lake: str,
+    lake: Lake,
     dataset: DatasetRef,
     conf: SourceConf,
     min_sequence_users: int = SEQUENCE_FLOOR,
@@ -316,7 +312,7 @@ def write_audit(
     ``LAKE/reports/audit`` (or ``out``, a local folder); returns the CSV's path."""
     folder = Path(out) if out is not None else audit_folder(lake)
     folder.mkdir(parents=True, exist_ok=True)
-    measures = _measures_of(spark, lake, dataset)
+    measures = _measures_of(lake, dataset)
     table = audit_verdicts(measures, conf, min_sequence_users)
     path = folder / f"{dataset}.csv"
     table.to_csv(path, index=False)

@@ -20,7 +20,7 @@ def audit_tasks(run: Run) -> list[Task]:
         conf = run.source_conf(entry)
 
         def work(name: DatasetRef = entry.name, conf: SourceConf = conf) -> None:
-            run.progress(f"{name}: {audit_verdict(write_audit(run.spark, run.lake, name, conf, floor))}")
+            run.progress(f"{name}: {audit_verdict(write_audit(run.lake_context(), name, conf, floor))}")
 
         tasks.append(Task(AUDIT.name, entry.name, work, known(floor)))
     return tasks
@@ -29,7 +29,7 @@ def audit_tasks(run: Run) -> list[Task]:
 def _verify(run: Run, name: DatasetRef) -> None:
     from intent_spark.checks.verify import verify_dataset
 
-    failed = [f"{r.split}/{r.name}" for r in verify_dataset(run.spark, run.lake, name) if not r.ok]
+    failed = [f"{r.split}/{r.name}" for r in verify_dataset(run.lake_context(), name) if not r.ok]
     if failed:
         raise IntentError(f"checks failed: {', '.join(failed)}")
     run.progress(f"{name}: every leakage check and checksum passed")

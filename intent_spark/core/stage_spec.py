@@ -93,24 +93,22 @@ class StageCall:
 
 class Run(Protocol):
     """What a stage's tasks are given: the run conf and its services (``pipeline.runner.Runner``).
-    The Spark session and the MLflow store are made when first used, so a plan needs neither."""
+    A task reaches the lake through ``lake_context()``, whose Spark session and MLflow store are
+    made when first used, so a plan needs neither."""
 
     conf: Any  # core.runconf.RunConf
     call: StageCall  # a one-stage command's flags (defaults in a run)
-    lake: str
     progress: Callable[[str], None]
     models: tuple[str, ...]  # the run's models, by registered name
     models_conf: Any  # train.conf.ModelsConf
     planned_runs: set[Key]  # in a plan: the keys of tasks that would run
 
     @property
-    def spark(self) -> Any: ...
-
-    @property
     def uri(self) -> str: ...
 
     def lake_context(self) -> Any:
-        """The run's lake as a ``lake.context.Lake``: session, root, MLflow store, progress."""
+        """The run's lake, a ``lake.context.Lake`` (session, root, MLflow store, progress): what
+        every stage function takes."""
         ...
 
     def benchmark(self) -> str | None:

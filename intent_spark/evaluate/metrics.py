@@ -156,7 +156,7 @@ def evaluation_floor(lake: Lake, dataset: str, override: int | None) -> int:
     from intent_spark.split.conf import conf_floor
     from intent_spark.split.split_tables import split_floor
 
-    applied = split_floor(lake.spark, lake.root, dataset)
+    applied = split_floor(lake, dataset)
     if applied is None:
         applied = conf_floor(dataset)
         lake.progress(
@@ -171,34 +171,30 @@ def evaluation_floor(lake: Lake, dataset: str, override: int | None) -> int:
 
 
 def _metric_tables(lake: Lake, dataset: str, floor_users: int, bootstrap: int, correction: str) -> list:
-    from intent_spark.lake.tables import read_table, write_dataset
-
-    spark, root, progress = lake.spark, lake.root, lake.progress
-    ranks = read_table(spark, root, S.RANKS, dataset)
+    progress = lake.progress
+    ranks = lake.read(S.RANKS, dataset)
     progress(f"{dataset}: per-user metrics")
-    write_dataset(user_metrics(ranks, submission_limits(spark, root, dataset)), root, S.USER_METRICS, dataset)
+    lake.write(user_metrics(ranks, submission_limits(lake, dataset)), S.USER_METRICS, dataset)
     fault_point("evaluate.user_metrics")
     # Read once: the cell metrics and every comparison family are computed from this one set.
-    users = read_table(spark, root, S.USER_METRICS, dataset).persist(StorageLevel.MEMORY_AND_DISK)
+    users = lake.read(S.USER_METRICS, dataset).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         how = f"{bootstrap} bootstrap replicates" if bootstrap else "normal"
         progress(f"{dataset}: cell metrics with 95% intervals ({how})")
-        write_dataset(cell_metrics(users, floor_users, bootstrap), root, S.METRICS_TABLE, dataset)
-        metrics = read_table(spark, root, S.METRICS_TABLE, dataset)
+        lake.write(cell_metrics(users, floor_users, bootstrap), S.METRICS_TABLE, dataset)
+        metrics = lake.read(S.METRICS_TABLE, dataset)
         progress(f"{dataset}: paired model comparisons, memorization gaps and retention")
-        write_dataset(comparisons(users, metrics, correction=correction), root, S.COMPARISONS, dataset)
+        lake.write(comparisons(users, metrics, correction=correction), S.COMPARISONS, dataset)
         return metrics.collect()  # cells x models x metrics: small
     finally:
         users.unpersist()
 
 
-def submission_limits(spark, lake: str, dataset: str) -> DataFrame | None:
+def submission_limits(lake: Lake, dataset: str) -> DataFrame | None:
     """``dataset, split, model, list_length`` of the dataset's scored submissions, if any."""
-    from intent_spark.lake.tables import has_table, read_table
-
-    if not has_table(spark, lake, S.SUBMISSIONS):
+    if not lake.has(S.SUBMISSIONS):
         return None
-    return read_table(spark, lake, S.SUBMISSIONS, dataset).select(S.DATASET, S.SPLIT, S.MODEL, S.LIST_LENGTH)
+    return lake.read(S.SUBMISSIONS, dataset).select(S.DATASET, S.SPLIT, S.MODEL, S.LIST_LENGTH)
 
 
 def log_cell_metrics(tracking_uri: str, dataset: str, rows: list, progress: Progress = silent) -> None:

@@ -10,7 +10,7 @@ from intent_spark.core.stage_spec import DATASET, Run, Stage, Task, known, per_d
 def _write_leaks(run: Run, name: DatasetRef) -> None:
     from intent_spark.evaluate.leaks import write_leaks
 
-    write_leaks(run.spark, run.lake, name)
+    write_leaks(run.lake_context(), name)
 
 
 def leaks_tasks(run: Run) -> list[Task]:
@@ -49,7 +49,7 @@ def agreement_tasks(run: Run) -> list[Task]:
     for name in compare.datasets:
 
         def work(name: DatasetRef = name) -> None:
-            write_agreement(run.spark, run.lake, name, compare.protocols, replicates=compare.replicates)
+            write_agreement(run.lake_context(), name, compare.protocols, replicates=compare.replicates)
 
         evaluated = tuple((EVALUATE.name, d, None) for d in [name, *compare.protocol_variants(name)])
         tasks.append(Task(AGREEMENT.name, name, work, known(compare.replicates), reads=evaluated))
@@ -66,7 +66,7 @@ def backtest_tasks(run: Run) -> list[Task]:
     for name in run.conf.backtested:
 
         def work(name: DatasetRef = name) -> None:
-            path = write_backtest(run.spark, run.lake, name, backtest.origins, replicates=backtest.replicates)
+            path = write_backtest(run.lake_context(), name, backtest.origins, replicates=backtest.replicates)
             run.progress(f"{name}: backtest over {backtest.origins} origins in {path}")
 
         evaluated = tuple((EVALUATE.name, d, None) for d in [*backtest.variants(name), name])

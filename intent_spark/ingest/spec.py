@@ -20,8 +20,9 @@ def ingest_tasks(run: Run) -> list[Task]:
             from intent_spark.ingest.files import check_source_folder
 
             check_source_folder(folder)  # a missing or empty folder: one line, before Spark starts
+            lake = run.lake_context()
             summary = ingest_source(
-                run.spark, conf, folder, run.lake, dataset=entry.name, progress=run.progress
+                lake.spark, conf, folder, lake.root, dataset=entry.name, progress=lake.progress
             )
             run.progress(
                 f"{entry.name}: {summary.raw_rows:,} raw rows in {summary.files} file(s) -> "
@@ -29,7 +30,7 @@ def ingest_tasks(run: Run) -> list[Task]:
                 f"({conf.level}), {summary.users:,} users"
             )
             if summary.rejects:
-                run.progress(f"{entry.name}: rejected rows with reasons are in {run.lake}/rejects")
+                run.progress(f"{entry.name}: rejected rows with reasons are in {lake.path('rejects')}")
 
         def settings(name: str = entry.name, conf: SourceConf = conf, folder: str = folder) -> tuple | None:
             if ("generate", name, None) in run.planned_runs:

@@ -103,7 +103,7 @@ def close_abandoned_runs(tracking_uri: str, filter_string: str = "") -> list[str
     return closed
 
 
-def default_tracking_uri(lake: str, explicit: str | None = None) -> str:
+def default_tracking_uri(root: str, explicit: str | None = None) -> str:
     """The tracking store of a lake: ``explicit``, else ``MLFLOW_TRACKING_URI``, else SQLite beside
     a local lake. For a lake on an object store with a SQLite tracking store, the experiment is
     made (if new) with its artifacts on the lake's store, beside the lake."""
@@ -111,17 +111,17 @@ def default_tracking_uri(lake: str, explicit: str | None = None) -> str:
 
     uri = explicit or os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
-        if "://" in lake:
-            raise IntentError(f"{lake}: a remote lake needs --tracking-uri (or MLFLOW_TRACKING_URI)")
-        return f"sqlite:///{Path(lake).resolve().parent / 'mlflow.db'}"
-    if on_store(lake) and uri.startswith("sqlite:///"):
-        experiment_id(uri, artifact_location=store_artifact_root(lake))
+        if "://" in root:
+            raise IntentError(f"{root}: a remote lake needs --tracking-uri (or MLFLOW_TRACKING_URI)")
+        return f"sqlite:///{Path(root).resolve().parent / 'mlflow.db'}"
+    if on_store(root) and uri.startswith("sqlite:///"):
+        experiment_id(uri, artifact_location=store_artifact_root(root))
     return uri
 
 
-def store_artifact_root(lake: str) -> str:
+def store_artifact_root(root: str) -> str:
     """``s3://BUCKET/PARENT/mlartifacts`` for ``s3a://BUCKET/PARENT/lake`` (MLflow names S3 s3://)."""
-    path = lake.split("://", 1)[1].rstrip("/")
+    path = root.split("://", 1)[1].rstrip("/")
     parent = path.rsplit("/", 1)[0] if "/" in path else path
     return f"s3://{parent}/mlartifacts"
 

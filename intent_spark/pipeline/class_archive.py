@@ -55,7 +55,7 @@ def build_class_archive(target: Path) -> int:
         )
         runner = Runner(
             load_run_conf(conf),
-            lake=None,
+            root=None,
             force=False,
             spark_settings=settings,
             progress=reporter("class-archive"),

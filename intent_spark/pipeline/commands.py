@@ -88,7 +88,7 @@ def _runner(args: argparse.Namespace, stage: str, conf: RunConf, call: StageCall
     from intent_spark.pipeline.runner import Runner
 
     return Runner(
-        conf, lake=args.lake, spark_settings=_spark_overrides(args), progress=reporter(stage), call=call
+        conf, root=args.lake, spark_settings=_spark_overrides(args), progress=reporter(stage), call=call
     )
 
 
@@ -170,12 +170,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         else:
             report(f"ok   {table} whole (its files match its Delta log)")
     try:
-        datasets = [args.dataset] if args.dataset else lake_datasets(spark, args.lake)
+        datasets = [args.dataset] if args.dataset else lake_datasets(Lake(spark, args.lake))
     except DamagedTable:
         datasets = []  # the splits table itself: named above
     for dataset in datasets:
         try:
-            results = verify_dataset(spark, args.lake, dataset)
+            results = verify_dataset(Lake(spark, args.lake), dataset)
         except DamagedTable as exc:
             report(f"FAIL {dataset}: checks not run: {exc}")
             failed.append(f"{dataset} (unchecked)")
@@ -206,7 +206,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     report = reporter("audit")
     spark = _session("audit", args)
     conf = load_source(args.conf or ingested_source(spark, args.lake, args.dataset))
-    path = write_audit(spark, args.lake, args.dataset, conf, args.sequence_users, args.out)
+    path = write_audit(Lake(spark, args.lake), args.dataset, conf, args.sequence_users, args.out)
     table = read_audit(path)
     for row in table.itertuples():
         report(f"{row.verdict} {row.criterion}" + (f": {row.reason}" if row.reason else f" ({row.measured})"))
@@ -385,8 +385,8 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 
     report = reporter("agreement")
     spark = _session("agreement", args)
-    protocols = args.protocol or evaluated_protocols(spark, args.lake, args.dataset)
-    path = write_agreement(spark, args.lake, args.dataset, protocols, replicates=args.replicates)
+    protocols = args.protocol or evaluated_protocols(Lake(spark, args.lake), args.dataset)
+    path = write_agreement(Lake(spark, args.lake), args.dataset, protocols, replicates=args.replicates)
     if path is None:
         raise IntentError(
             f"{args.dataset}: no evaluated protocol variant with a cell to order against; "
@@ -451,18 +451,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     if getattr(args, "reader", None):
         conf = dataclasses.replace(conf, reader=args.reader)
     runner = Runner(
-        conf, lake=args.lake, force=args.force, spark_settings=_spark_overrides(args), progress=report
+        conf, root=args.lake, force=args.force, spark_settings=_spark_overrides(args), progress=report
     )
     if args.plan:
         lines = runner.plan(runner.tasks())
         print(
-            f"intent run --plan: {conf.path} on {runner.lake}: {sum(line.startswith('run') for line in lines)} of {len(lines)} stages would run"
+            f"intent run --plan: {conf.path} on {runner.root}: {sum(line.startswith('run') for line in lines)} of {len(lines)} stages would run"
         )
         print("\n".join(lines))
         return 0
     from intent_spark.lake.files import remove_staging
     from intent_spark.lake.locks import dataset_lock
 
-    with dataset_lock(runner.lake, conf.names, getattr(args, "command_line", "intent run"), report):
-        remove_staging(runner.lake, {name.source for name in conf.names}, report)
+    with dataset_lock(runner.root, conf.names, getattr(args, "command_line", "intent run"), report):
+        remove_staging(runner.root, {name.source for name in conf.names}, report)
         return run_pipeline(runner)

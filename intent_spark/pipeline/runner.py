@@ -101,7 +101,7 @@ class Runner:
         self,
         conf: RunConf,
         *,
-        lake: str | None = None,
+        root: str | None = None,
         force: bool = False,
         spark_settings: dict[str, str] | None = None,
         progress: Progress = silent,
@@ -109,7 +109,7 @@ class Runner:
     ):
         self.conf = conf
         self.call = call or StageCall()
-        self.lake = lake or conf.lake_path
+        self.root = root or conf.lake_path  # the lake's root; ``lake_context()`` is the lake
         self.force = force
         self.progress = progress
         self.spark_settings = spark_settings or {}
@@ -149,7 +149,7 @@ class Runner:
         if self._spark is None:
             from intent_spark.lake.session import build_session, needs_store
 
-            paths = [self.lake, *(entry.raw for entry in self.conf.datasets)]
+            paths = [self.root, *(entry.raw for entry in self.conf.datasets)]
             self._spark = build_session("intent-run", self.spark_settings, store=needs_store(*paths))
         return self._spark
 
@@ -158,18 +158,18 @@ class Runner:
         if self._uri is None:
             from intent_spark.lake.tracking import default_tracking_uri
 
-            self._uri = default_tracking_uri(self.lake, self.conf.tracking_uri)
+            self._uri = default_tracking_uri(self.root, self.conf.tracking_uri)
         return self._uri
 
     def lake_context(self) -> Lake:
         """One for the whole run: its MLflow store is resolved once, not per task."""
         if self._lake is None:
-            self._lake = Lake(self.spark, self.lake, self.conf.tracking_uri, self.progress, self.call.tracked)
+            self._lake = Lake(self.spark, self.root, self.uri, self.progress, self.call.tracked)
         return self._lake
 
     def log(self, dataset: str) -> StageLog:
         if dataset not in self.logs:
-            self.logs[dataset] = StageLog(self.lake, dataset, self.force, self.progress)
+            self.logs[dataset] = StageLog(self.root, dataset, self.force, self.progress)
         return self.logs[dataset]
 
     def benchmark(self) -> str | None:
@@ -235,7 +235,7 @@ class Runner:
         from intent_spark.report.split import split_report_writer
 
         out = Path(self.call.split_report) if self.call.split_report else None
-        return split_report_writer(self.lake, dataset, out, self.progress)
+        return split_report_writer(self.lake_context(), dataset, out)
 
     def publish_report(self, page: Path) -> None:
         self.page = page
@@ -362,10 +362,10 @@ def run_pipeline(runner: Runner) -> int:
 
         print_plugin_frames(failure)
         return 1
-    lake = runner.lake
+    root = runner.root
     if not runner.conf.models:
-        where = Path(lake) / "reports" / "split"
-        runner.progress(f"done: lake at {lake}; split reports in {where} (no models in {runner.conf.path})")
+        where = Path(root) / "reports" / "split"
+        runner.progress(f"done: lake at {root}; split reports in {where} (no models in {runner.conf.path})")
         return 0
     if runner.seconds:
         spent = ", ".join(f"{stage} {seconds:.0f}s" for stage, seconds in runner.seconds.items())
@@ -373,7 +373,7 @@ def run_pipeline(runner: Runner) -> int:
     runner.progress(
         f"MLflow runs (benchmark run {runner.parent}): mlflow ui --backend-store-uri {runner.uri}"
     )
-    runner.progress(f"compare them: intent compare --lake {lake} --metrics '^test\\..*ndcg_10$'")
+    runner.progress(f"compare them: intent compare --lake {root} --metrics '^test\\..*ndcg_10$'")
     if runner.page is not None:
         runner.progress(f"done: report at {runner.page.resolve()}")
     return 0

@@ -35,13 +35,12 @@ def build_report(
     from intent_spark.report.compare import compare_sections, lake_compare_conf
     from intent_spark.report.levels import level_sections
 
-    spark, root, progress = lake.spark, lake.root, lake.progress
-    everything = read_metrics(spark, root)
-    results = load_results(spark, root, datasets, everything, correction, floor_users)
+    everything = read_metrics(lake)
+    results = load_results(lake, datasets, everything, correction, floor_users)
     if compare is None:
-        compare = lake_compare_conf(spark, root, everything, results.datasets)
-    extra = compare_sections(spark, root, everything, compare, out / "figures") if compare.any() else []
-    levels = level_sections(spark, root, everything, results.datasets, out / "figures")
-    audits = [a for a in audit_sections(root) if a.title.split(":")[0] in results.datasets]  # `intent audit`
-    backtests = backtest_sections(root, everything, results.datasets, out / "figures")
-    return write_report(results, out, extra=[*audits, *backtests, *levels, *extra], progress=progress)
+        compare = lake_compare_conf(lake, everything, results.datasets)
+    extra = compare_sections(lake, everything, compare, out / "figures") if compare.any() else []
+    levels = level_sections(lake, everything, results.datasets, out / "figures")
+    audits = [a for a in audit_sections(lake) if a.title.split(":")[0] in results.datasets]  # `intent audit`
+    backtests = backtest_sections(lake, everything, results.datasets, out / "figures")
+    return write_report(results, out, extra=[*audits, *backtests, *levels, *extra], progress=lake.progress)

@@ -359,11 +359,14 @@ def test_a_demo_floor_ranks_more_cells_and_the_summary_says_it_is_a_demo_floor(t
         match=r"^lake/metrics: d's cells were ranked at another user floor than 200 "
         r"\(known_future_new: 400 users, flagged below the floor\); give the floor of the run",
     ):
-        checked_floors(metrics, {"d": 200}, "lake")
-    assert checked_floors(metrics, {"d": 1000}, "lake") == {"d": 1000}
+        checked_floors(metrics, {"d": 200}, "lake/metrics")
+    assert checked_floors(metrics, {"d": 1000}, "lake/metrics") == {"d": 1000}
     metrics["below_floor"] = metrics["n_users"] < 200  # as an evaluate at a demo floor of 200 flags them
     results = Results(
-        metrics, _comparison_rows(), {"d": _summary()}, floors=checked_floors(metrics, {"d": 200}, "l")
+        metrics,
+        _comparison_rows(),
+        {"d": _summary()},
+        floors=checked_floors(metrics, {"d": 200}, "l/metrics"),
     )
     markdown = (write_report(results, tmp_path / "demo").parent / "report.md").read_text()
     first = markdown.split("## Summary\n\n", 1)[1].splitlines()[0]

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from intent_spark.checks.verify import verify_dataset
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
+from intent_spark.lake.context import Lake
 from intent_spark.lake.tables import read_table, write_dataset
 from intent_spark.split.conf import SplitConf
 from intent_spark.split.cutoff import (
@@ -104,7 +105,7 @@ def test_counts_and_verify_pass(spark, toy_lake):
     assert counts[("val", "new_past_seen")] == (1, 2, True)
     # the floor it flagged them at, recorded for evaluate and the report: the split conf's 1,000
     assert {r.floor_users for r in read_table(spark, lake, S.SPLIT_COUNTS, "toy").collect()} == {1000}
-    failed = [r for r in verify_dataset(spark, lake, DatasetRef("toy")) if not r.ok]
+    failed = [r for r in verify_dataset(Lake(spark, lake), DatasetRef("toy")) if not r.ok]
     assert failed == []
 
 
@@ -130,7 +131,7 @@ def test_verify_catches_a_corrupted_target(spark, toy_lake, tmp_path):
     )
     kept = targets.where(~((F.col(S.SPLIT) == "test") & (F.col(S.CELL) == "known_future_seen")))
     write_dataset(kept.unionByName(leaked).localCheckpoint(), copy, S.TARGETS, "toy")
-    failed = {r.name for r in verify_dataset(spark, copy, DatasetRef("toy")) if not r.ok}
+    failed = {r.name for r in verify_dataset(Lake(spark, copy), DatasetRef("toy")) if not r.ok}
     assert {"target_cell_consistent", "counts_reconcile", "checksum_targets"} <= failed
 
 
@@ -201,7 +202,7 @@ def test_split_report_files_and_contents(spark, toy_lake, tmp_path):
     from intent_spark.split.summary import split_summary
 
     lake, _ = toy_lake
-    folder = write_split_report(split_summary(spark, lake, DatasetRef("toy")), tmp_path / "report")
+    folder = write_split_report(split_summary(Lake(spark, lake), DatasetRef("toy")), tmp_path / "report")
     summary = json.loads((folder / "toy.json").read_text())
     test, val = summary["splits"]["test"], summary["splits"]["val"]
     assert (test["cutoff"], test["rule"], val["granularity"]) == ("2024-04-01T00:00:00", "rule", "day")

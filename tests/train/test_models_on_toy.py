@@ -76,7 +76,7 @@ def test_catalogue_indices_counts_and_training_vocabulary(spark, toy):
     }
     val = _catalogue(spark, lake, "val")
     assert {k: v[:2] for k, v in val.items()} == {"a": (1, 9), "b": (2, 7), "c": (3, 7), "d": (4, 4)}
-    arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, "toy", "test"))
+    arrays = read_catalogue(split_files(Lake(spark, lake), S.CATALOGUE, "toy", "test"))
     assert arrays.train_counts.tolist() == [0, 11, 9, 8, 5, 0, 0, 0, 0]
     assert (arrays.n_items, arrays.n_trained, arrays.n_tokens) == (8, 4, 5)
 
@@ -84,7 +84,7 @@ def test_catalogue_indices_counts_and_training_vocabulary(spark, toy):
 def test_training_reader_sees_training_transitions_only(spark, toy):
     """u02's future z (Apr 5) and the held-out users' events are within reach but never read."""
     lake, _ = toy
-    urls = split_files(spark, lake, S.TRAIN_SEQUENCES, "toy", "test")
+    urls = split_files(Lake(spark, lake), S.TRAIN_SEQUENCES, "toy", "test")
     stream = training_batches(urls, batch_size=5, shuffle_buffer=0, seed=0)
     rows: list[tuple[int, ...]] = []
     total = read_table(spark, lake, S.TRAIN_SEQUENCES, "toy").where(F.col(S.SPLIT) == "test").count()
@@ -109,7 +109,7 @@ def test_training_reader_sees_training_transitions_only(spark, toy):
 
 def test_scoring_blocks_hold_each_users_history_up_to_the_last_target(spark, toy):
     lake, _ = toy
-    blocks = list(user_blocks(split_files(spark, lake, S.SCORE_EVENTS, "toy", "test")))
+    blocks = list(user_blocks(split_files(Lake(spark, lake), S.SCORE_EVENTS, "toy", "test")))
     by_first_seq = {int(b.seqs[0]): b for b in blocks}
     u02 = by_first_seq[2]  # u02's events are seq 1..6: a b c a d z; targets all but the first
     assert u02.items.tolist() == [1, 2, 3, 1, 4, 8]
@@ -201,7 +201,7 @@ def test_verify_checks_the_model_inputs_and_catches_a_leak(spark, toy):
     from intent_spark.checks.verify import check_split, verify_dataset
 
     lake, _ = toy
-    results = verify_dataset(spark, lake, TOY)
+    results = verify_dataset(Lake(spark, lake), TOY)
     names = {r.name for r in results}
     assert {
         "model_inputs_before_cutoff",
