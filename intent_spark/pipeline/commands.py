@@ -321,7 +321,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from intent_spark.exchange.submissions import check_name, check_submission_file, submit
+    from intent_spark.exchange.submission_files import check_submission_file
+    from intent_spark.exchange.submission_rows import check_name
+    from intent_spark.exchange.submissions import submit
     from intent_spark.lake.tracking import default_tracking_uri
 
     check_name(args.name)
