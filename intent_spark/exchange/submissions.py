@@ -257,9 +257,9 @@ def _commit(sub: Submission, record: dict, ranked: DataFrame) -> str | None:
     written = write_dataset(ranks, sub.lake.root, S.RANKS, sub.dataset, model=sub.name, split=sub.split)
     if written != record["targets"]:
         raise IntentError(f"{sub.where}: wrote {written:,} ranks for {record['targets']:,} targets")
-    if not sub.lake.tracking_uri:
+    if sub.lake.tracking is None:
         return None
-    return _log_submission(sub.lake.tracking_uri, sub.dataset, sub.name, {**record, "format": sub.fmt})
+    return _log_submission(sub.lake.tracking, sub.dataset, sub.name, {**record, "format": sub.fmt})
 
 
 def _shown_line(checked: DataFrame) -> str:

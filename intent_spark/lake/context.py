@@ -17,10 +17,14 @@ class Lake:
     root: str  # a local path or an s3a:// URI
     tracking_uri: str | None = None  # None: MLFLOW_TRACKING_URI, else SQLite beside a local lake
     progress: Progress = silent
+    tracked: bool = True  # False: nothing is logged to MLflow (--no-mlflow)
 
     @cached_property
-    def tracking(self) -> str:
-        """The MLflow store the stages log to (``tracking.default_tracking_uri``), resolved once."""
+    def tracking(self) -> str | None:
+        """The MLflow store the stages log to, resolved once (``tracking.default_tracking_uri``);
+        None when tracking is off."""
+        if not self.tracked:
+            return None
         from intent_spark.lake.tracking import default_tracking_uri
 
         return default_tracking_uri(self.root, self.tracking_uri)

@@ -332,7 +332,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     report = reporter("submit")
     spark = _session("submit", args)
     scored = submit(
-        Lake(spark, args.lake, uri, progress=report),
+        Lake(spark, args.lake, uri, progress=report, tracked=not args.no_mlflow),
         args.dataset,
         args.predictions,
         args.name,
