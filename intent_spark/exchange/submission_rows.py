@@ -4,6 +4,7 @@ an accepted row's target rank, and the name a submission is scored under."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -15,9 +16,11 @@ from intent_spark.lake.spark_line import array_position, array_remove
 ITEMS, SCORES = "items", "scores"
 OPTIONAL_STRINGS = (S.DATASET, S.SPLIT)
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# One fault a row may have: (condition, kind, field, reason), tried in list order.
+Check = tuple[Column, "Column | str", "Column | str", Column]
 
 
-def first_fault(faults: list[tuple[Column, str, str, Column]]) -> list[Column]:
+def first_fault(faults: Sequence[Check]) -> list[Column]:
     """``_kind, _field, _reason`` of the first fault that holds (nulls when none)."""
     kind = field = reason = None
     for condition, name, column, text in reversed(faults):
@@ -42,9 +45,6 @@ def checked_rows(
     A row's type fault comes first; a list's items are checked against the catalogue only in
     one exploded anti-join."""
     items = F.col(ITEMS)
-    scores = F.col(SCORES)
-    n = F.size(items)
-    copies = F.count(F.lit(1)).over(_by_target())
     exploded = rows.where(items.isNotNull()).select(S.LINE, F.posexplode(items).alias("_pos", S.ITEM_ID))
     unknown = (
         # the catalogue goes to every task: the list items are looked up where they are read,
@@ -53,13 +53,20 @@ def checked_rows(
         .groupBy(S.LINE)
         .agg(F.min(F.struct("_pos", S.ITEM_ID)).getField(S.ITEM_ID).alias("_unknown"))
     )
-    repeated = F.filter(items, lambda x, i: array_position(items, x) <= i)
-    rising = F.filter(
-        F.sequence(F.lit(2), F.greatest(n, F.lit(2))),
-        lambda i: (i <= n) & (F.try_element_at(scores, i) > F.try_element_at(scores, i - 1)),
+    faults = _target_faults(dataset, split) + _list_faults(n_items, split)
+    joined = rows.join(known, S.TARGET_ID, "left").join(unknown, S.LINE, "left")
+    return joined.select(
+        *[c for c in joined.columns if c not in ("_kind", "_field", "_reason", "_unknown")],
+        *first_fault(faults),
     )
+
+
+def _target_faults(dataset: str, split: str) -> list[Check]:
+    """The faults of a row's own fields and target, in order: its type fault (from reading),
+    no target_id, another dataset or split, an unknown target, a target submitted twice."""
+    copies = F.count(F.lit(1)).over(_by_target())
     text = F.format_string
-    faults = [
+    return [
         (F.col("_kind").isNotNull(), F.col("_kind"), F.col("_field"), F.col("_reason")),
         (F.col(S.TARGET_ID).isNull(), "no target_id", S.TARGET_ID, F.lit("the row has no target_id")),
         (
@@ -96,6 +103,23 @@ def checked_rows(
             S.TARGET_ID,
             text("target_id %s has %d rows (all are rejected)", F.col(S.TARGET_ID), copies),
         ),
+    ]
+
+
+def _list_faults(n_items: int, split: str) -> list[Check]:
+    """The faults of a row's list and scores, in order: empty, longer than the catalogue, an
+    item repeated or not in the catalogue (``_unknown``), scores of another length, not finite
+    or rising."""
+    items = F.col(ITEMS)
+    scores = F.col(SCORES)
+    n = F.size(items)
+    repeated = F.filter(items, lambda x, i: array_position(items, x) <= i)
+    rising = F.filter(
+        F.sequence(F.lit(2), F.greatest(n, F.lit(2))),
+        lambda i: (i <= n) & (F.try_element_at(scores, i) > F.try_element_at(scores, i - 1)),
+    )
+    text = F.format_string
+    return [
         (items.isNull() | (n == 0), "empty list", ITEMS, F.lit("the list of items is empty")),
         (
             n > n_items,
@@ -142,11 +166,6 @@ def checked_rows(
             ),
         ),
     ]
-    joined = rows.join(known, S.TARGET_ID, "left").join(unknown, S.LINE, "left")
-    return joined.select(
-        *[c for c in joined.columns if c not in ("_kind", "_field", "_reason", "_unknown")],
-        *first_fault(faults),
-    )
 
 
 def _by_target():
