@@ -311,7 +311,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from intent_spark.exchange.submissions import check_name, check_submission_file, submit
+    from intent_spark.exchange.submission_files import check_submission_file
+    from intent_spark.exchange.submission_rows import check_name
+    from intent_spark.exchange.submissions import submit
     from intent_spark.lake.tracking import default_tracking_uri
 
     check_name(args.name)
@@ -320,7 +322,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     report = reporter("submit")
     spark = _session("submit", args)
     scored = submit(
-        Lake(spark, args.lake, uri, progress=report),
+        Lake(spark, args.lake, uri, progress=report, tracked=not args.no_mlflow),
         args.dataset,
         args.predictions,
         args.name,
