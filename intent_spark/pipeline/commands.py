@@ -57,11 +57,26 @@ def written_datasets(args: argparse.Namespace) -> list[DatasetRef]:
     return [getattr(args, name)]
 
 
-def _run_conf(ref: DatasetRef, **fields: Any) -> RunConf:
-    """The run conf a one-stage command stands for: its dataset, and where it names a variant
-    (``hm.leave_last_out``, ``hm.seed1``, ``hm.origin2``) the part of a run conf that makes it."""
+def _run_conf(args: argparse.Namespace) -> RunConf:
+    """The run conf a one-stage command stands for: its dataset (where it names a variant,
+    ``hm.leave_last_out``, ``hm.seed1``, ``hm.origin2``, the part of a run conf that makes it),
+    its model and the settings a run conf holds."""
+    ref = args.dataset
     source = DatasetRef(ref.source)
-    conf = RunConf(datasets=(DatasetEntry(source),), **fields)
+    entry = DatasetEntry(source)
+    if args.command == "ingest":  # its --conf is the source's; split's is the split conf
+        entry = DatasetEntry(ref, raw=args.raw, conf=args.conf, item_level=args.item_level)
+    given = {
+        "models": (args.model,) if getattr(args, "model", None) else (),
+        "models_conf": getattr(args, "models_conf", None),
+        "processes": getattr(args, "processes", None),
+        "reader": getattr(args, "reader", None),
+        "tracking_uri": getattr(args, "tracking_uri", None),
+        "split_conf": args.conf if args.command == "split" else None,
+    }
+    conf = RunConf(datasets=(entry,), **given)
+    if getattr(args, "correction", None):
+        conf = dataclasses.replace(conf, correction=args.correction)
     if ref.protocol:
         return dataclasses.replace(conf, compare=CompareConf(datasets=(source,), protocols=(ref.protocol,)))
     if ref.seed is not None:
@@ -71,44 +86,52 @@ def _run_conf(ref: DatasetRef, **fields: Any) -> RunConf:
     return conf
 
 
-def _model_run_conf(args: argparse.Namespace) -> RunConf:
-    return _run_conf(
-        args.dataset,
-        models=(args.model,),
-        models_conf=args.models_conf,
-        processes=args.processes,
-        reader=args.reader,
-        tracking_uri=args.tracking_uri,
+def _stage_call(args: argparse.Namespace) -> StageCall:
+    """The flags of a one-stage command that ``intent run`` leaves at their defaults."""
+
+    def given(name: str) -> Any:
+        return getattr(args, name, None)
+
+    split_flags = (
+        ("seed", "seed"),
+        ("holdout_fraction", "holdout_fraction"),
+        ("manual_cutoff", "cutoff"),
+        ("manual_val_cutoff", "val_cutoff"),
+    )
+    return StageCall(
+        split_overrides={key: given(flag) for key, flag in split_flags if given(flag) is not None},
+        split_report=args.out if args.command == "split" else None,
+        steps=given("steps"),
+        splits=tuple(args.split or ()) if args.command == "train" else (),
+        parent_run_id=given("parent_run_id"),
+        run_id=given("run_id"),
+        floor_users=given("floor_users") if args.command == "evaluate" else None,
+        bootstrap=given("bootstrap") or 0,
+        tracked=not given("no_mlflow"),
     )
 
 
-def _runner(args: argparse.Namespace, stage: str, conf: RunConf, call: StageCall | None = None) -> Any:
-    """The runner ``intent run`` uses, for one stage: the one place the split conf, the models
-    conf, the floor, the lake and its tracking are derived."""
+def _runner(args: argparse.Namespace, conf: RunConf | None = None) -> Any:
+    """The runner ``intent run`` uses, for one command: the one place the split conf, the
+    models conf, the floor, the lake and its tracking are derived."""
     from intent_spark.pipeline.runner import Runner
 
     return Runner(
-        conf, root=args.lake, spark_settings=_spark_overrides(args), progress=reporter(stage), call=call
+        conf or _run_conf(args),
+        root=args.lake,
+        spark_settings=_spark_overrides(args),
+        progress=reporter(args.command),
+        call=_stage_call(args),
     )
 
 
-def _run_stage(runner: Any, stage: str, dataset: DatasetRef, model: str | None = None) -> int:
+def _one_stage(args: argparse.Namespace, runner: Any = None) -> int:
+    """``intent <stage>``: the stage graph's tasks of that stage for the command's dataset (and
+    model), as ``intent run`` declares them (``runner.run_stage``)."""
     from intent_spark.pipeline.runner import run_stage
 
-    run_stage(runner, stage, dataset, model)
+    run_stage(runner or _runner(args), args.command, args.dataset, getattr(args, "model", None))
     return 0
-
-
-def _one_stage(
-    args: argparse.Namespace,
-    stage: str,
-    conf: RunConf,
-    call: StageCall | None = None,
-    model: str | None = None,
-) -> int:
-    """``intent <stage>``: the stage graph's tasks of that stage for the command's dataset (and
-    model), as ``intent run`` runs them."""
-    return _run_stage(_runner(args, stage, conf, call), stage, args.dataset, model)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -124,8 +147,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    entry = DatasetEntry(args.dataset, raw=args.raw, conf=args.conf, item_level=args.item_level)
-    return _one_stage(args, "ingest", RunConf(datasets=(entry,)))
+    return _one_stage(args)
 
 
 def cmd_split(args: argparse.Namespace) -> int:
@@ -136,23 +158,12 @@ def cmd_split(args: argparse.Namespace) -> int:
         raise IntentError(
             f"{args.lake}: a lake on an object store keeps no split report; give --out a local folder or a Volume"
         )
-    flags = {
-        key: value
-        for key, value in (
-            ("seed", args.seed),
-            ("holdout_fraction", args.holdout_fraction),
-            ("manual_cutoff", args.cutoff),
-            ("manual_val_cutoff", args.val_cutoff),
-        )
-        if value is not None
-    }
-    call = StageCall(split_overrides=flags, split_report=args.out)
-    runner = _runner(args, "split", _run_conf(args.dataset, split_conf=args.conf), call)
+    runner = _runner(args)
     # a dataset stored under another source's conf (cct_mcc from cct) takes that source's split conf
     source = ingested_source(runner.spark, args.lake, args.dataset)
     entry = dataclasses.replace(runner.conf.datasets[0], source=source or "")
     runner.conf = dataclasses.replace(runner.conf, datasets=(entry,))
-    return _run_stage(runner, "split", args.dataset)
+    return _one_stage(args, runner)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -273,18 +284,16 @@ def cmd_check_model(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    call = StageCall(steps=args.steps, splits=tuple(args.split or ()), parent_run_id=args.parent_run_id)
-    return _one_stage(args, "train", _model_run_conf(args), call, model=args.model)
+    return _one_stage(args)
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    call = StageCall(steps=args.steps, run_id=args.run_id)
     if not args.export:
-        return _one_stage(args, "score", _model_run_conf(args), call, model=args.model)
+        return _one_stage(args)
     from intent_spark.exchange.top_items import TopItemsExport, export_top_items
 
     # not a stage: the model's top items go to a file, not to ranks; the same derived settings
-    runner = _runner(args, "score", _model_run_conf(args), call)
+    runner = _runner(args)
     export = TopItemsExport(args.export, args.split, args.top_k)
     export_top_items(
         runner.lake_context(), args.dataset, args.model, runner.models_conf, export, run_id=args.run_id
@@ -369,9 +378,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             f"--conf {args.conf}: evaluate flags cells at the floor {args.dataset}'s split recorded; "
             "give --floor-users N to override it"
         )
-    conf = _run_conf(args.dataset, tracking_uri=args.tracking_uri, correction=args.correction)
-    call = StageCall(floor_users=args.floor_users, bootstrap=args.bootstrap, tracked=not args.no_mlflow)
-    _one_stage(args, "evaluate", conf, call)
+    _one_stage(args)
     ref = args.dataset
     if ref.protocol:
         reporter("evaluate")(

@@ -138,7 +138,7 @@ class Runner:
         self.parent: str | None = None  # the benchmark's MLflow run
         self.page: Path | None = None
         self.seconds: dict[str, float] = {}  # stage -> seconds its tasks ran in this run
-        self.one_stage = False  # run_stage: one stage's tasks, outside the run's stage log
+        self.one_stage = call is not None  # a command's: one stage's tasks (run_stage), no stage log
         self._spark: Any = None
         self._uri: str | None = None
         self._lake: Lake | None = None
@@ -338,7 +338,6 @@ def run_stage(runner: Runner, stage: str, dataset: DatasetRef, model: str | None
     ``kedro run --nodes``: its tasks are the run's, filtered. A command runs them whatever the
     stage log says and records nothing there (their inputs' fingerprints are the run's to take).
     Returns how many tasks ran."""
-    runner.one_stage = True
     chosen = [
         task
         for task in runner.tasks()
