@@ -367,19 +367,22 @@ def _add_models(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_compare(sub: argparse._SubParsersAction) -> None:
-    cmp = sub.add_parser("compare", help="print MLflow metrics of chosen runs side by side")
+    cmp = sub.add_parser("compare", help="print MLflow metrics of chosen runs, one table per dataset")
     cmp.add_argument("--lake", help="the lake whose default MLflow store to read")
     cmp.add_argument("--tracking-uri", help="MLflow store (instead of the lake's)")
     cmp.add_argument("--run-id", action="append", help="a run to show (repeatable)")
     cmp.add_argument("--dataset", help="the newest training run of every model of this dataset")
     cmp.add_argument(
         "--metrics",
-        default=r"^test\.",
+        default=r"^test\..*\.ndcg_10$",
         help="a regular expression matching whole dot-separated parts of the metric names "
         "(split.cell.metric_k): ndcg_10 is every ndcg_10 and never ndcg_100, ndcg_.* every K "
-        "(default: ^test\\. , the test split)",
+        "(default: ^test\\..*\\.ndcg_10$ , ndcg_10 of each test cell; ^test\\. for every test "
+        "metric, in tables wrapped to 160 characters)",
     )
-    cmp.add_argument("--csv", action="store_true", help="CSV instead of an aligned table")
+    cmp.add_argument(
+        "--csv", action="store_true", help="one CSV (a row per run: dataset, model, run_id, metrics)"
+    )
     cmp.set_defaults(func=commands.cmd_compare)
 
 

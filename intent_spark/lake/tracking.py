@@ -313,9 +313,9 @@ def metric_pattern(pattern: str) -> re.Pattern[str]:
 
 @reaches_store
 def compare_runs(tracking_uri: str, run_ids: list[str], dataset: str | None, pattern: str) -> Any:
-    """Metrics of the chosen runs side by side (rows: metric names matching ``pattern``;
-    columns: ``dataset/model``), from the given run ids or every latest training run of a
-    dataset."""
+    """Metrics of the chosen runs: one row per run (index ``dataset, model, run_id``), a column per
+    metric name matching ``pattern`` in name order, from the given run ids or the newest
+    training run of each dataset and model."""
     import pandas as pd
     from mlflow import MlflowClient
 
@@ -337,11 +337,17 @@ def compare_runs(tracking_uri: str, run_ids: list[str], dataset: str | None, pat
             f"no finished training runs in {tracking_uri}" + (f" for {dataset}" if dataset else "")
         )
     wanted = metric_pattern(pattern)
-    columns = {}
-    for run in runs:
-        name = f"{run.data.tags.get(TAG_DATASET, '?')}/{run.data.tags.get(TAG_MODEL, '?')} ({run.info.run_id[:8]})"
-        columns[name] = {k: v for k, v in run.data.metrics.items() if wanted.search(k)}
-    return pd.DataFrame(columns).sort_index()
+    rows = [
+        {
+            "dataset": run.data.tags.get(TAG_DATASET, "?"),
+            "model": run.data.tags.get(TAG_MODEL, "?"),
+            "run_id": run.info.run_id,
+            **{k: v for k, v in run.data.metrics.items() if wanted.search(k)},
+        }
+        for run in runs
+    ]
+    table = pd.DataFrame(rows).set_index(["dataset", "model", "run_id"])
+    return table[sorted(table.columns)]
 
 
 @reaches_store

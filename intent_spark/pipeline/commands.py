@@ -435,6 +435,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from intent_spark.lake.tracking import compare_runs, default_tracking_uri
+    from intent_spark.report.comparison_tables import comparison_tables
 
     uri = default_tracking_uri(args.lake, args.tracking_uri) if args.lake else args.tracking_uri
     if not uri:
@@ -445,7 +446,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.csv:
         table.to_csv(sys.stdout, float_format="%.6g")
     else:
-        print(table.to_string(float_format=lambda v: f"{v:.4f}", na_rep="-"))
+        print(comparison_tables(table))
     return 0
 
 
