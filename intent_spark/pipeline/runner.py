@@ -338,10 +338,12 @@ def run_stage(runner: Runner, stage: str, dataset: DatasetRef, model: str | None
     ``kedro run --nodes``: its tasks are the run's, filtered. A command runs them whatever the
     stage log says and records nothing there (their inputs' fingerprints are the run's to take).
     Returns how many tasks ran."""
+    # that stage's tasks alone: the stages before it are not asked (a hand-built dataset has no
+    # source conf for ingest to make a task of), and nothing is linked, as nothing is fingerprinted
     chosen = [
         task
-        for task in runner.tasks()
-        if task.stage == stage and task.dataset == dataset and (model is None or task.model == model)
+        for task in graph.stage(stage).tasks(runner)
+        if task.dataset == dataset and (model is None or task.model == model)
     ]
     if not chosen:
         what = f"{dataset} {model}" if model else str(dataset)

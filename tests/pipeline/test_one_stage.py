@@ -10,7 +10,7 @@ import pytest
 
 from intent_spark.cli import _parse_dataset_names, build_parser
 from intent_spark.core.errors import IntentError
-from intent_spark.pipeline import commands
+from intent_spark.pipeline import commands, graph
 from intent_spark.pipeline.runner import Runner
 
 
@@ -22,11 +22,9 @@ def _runner(line: str) -> Runner:
 
 
 def _tasks(runner: Runner, stage: str, dataset: str, model: str | None = None) -> list:
-    return [
-        t
-        for t in runner.tasks()
-        if t.stage == stage and t.dataset == dataset and (model is None or t.model == model)
-    ]
+    """What ``run_stage`` runs: the stage's own tasks, made as ``intent run`` makes them."""
+    tasks = graph.stage(stage).tasks(runner)
+    return [t for t in tasks if t.dataset == dataset and (model is None or t.model == model)]
 
 
 def test_split_flags_reach_the_declared_split_task(tmp_path):
