@@ -336,7 +336,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     report = reporter("submit")
     spark = _session("submit", args)
     scored = submit(
-        Lake(spark, args.lake, uri, progress=report),
+        Lake(spark, args.lake, uri, progress=report, tracked=not args.no_mlflow),
         args.dataset,
         args.predictions,
         args.name,
@@ -390,7 +390,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     report = reporter("evaluate")
     spark = _session("evaluate", args)
     rows = evaluate(
-        Lake(spark, args.lake, uri, progress=report),
+        Lake(spark, args.lake, uri, progress=report, tracked=not args.no_mlflow),
         args.dataset,
         floor_users=args.floor_users,
         bootstrap=args.bootstrap,
@@ -439,7 +439,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     spark = _session("report", args)
     datasets = args.dataset or None
     page = build_report(
-        Lake(spark, args.lake, progress=report),
+        Lake(spark, args.lake, args.tracking_uri, progress=report, tracked=not args.no_mlflow),
         Path(args.out),
         datasets,
         correction=args.correction,
