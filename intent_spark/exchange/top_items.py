@@ -90,7 +90,7 @@ def export_top_items(
     written = 0
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            folder = download_artifacts(lake.tracking, run.info.run_id, "model", tmp)
+            folder = download_artifacts(lake.tracking_store("score"), run.info.run_id, "model", tmp)
             fitted = load_model(
                 cls, folder / split, split_catalogue(lake, dataset, split, conf.reader), conf, device
             )

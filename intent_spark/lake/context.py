@@ -32,13 +32,14 @@ class Lake:
         return default_tracking_uri(self.root, self.tracking_uri)
 
     def tracking_store(self, stage: str) -> str:
-        """The store a stage that cannot run without MLflow logs to (training keeps its model
-        there); one line where tracking is off."""
+        """The store of a stage that cannot run without MLflow (``train`` keeps its models there;
+        ``score``, ``transfer`` and an export read them back); one line where tracking is off."""
         from intent_spark.core.errors import IntentError
 
         if self.tracking is None:
             raise IntentError(
-                f"{self.root}: {stage} keeps its model in MLflow; it cannot run with tracking off"
+                f"{self.root}: {stage} needs MLflow, where the trained models are kept; it cannot run "
+                "with tracking off"
             )
         return self.tracking
 

@@ -66,15 +66,16 @@ def _run_conf(args: argparse.Namespace) -> RunConf:
     entry = DatasetEntry(source)
     if args.command == "ingest":  # its --conf is the source's; split's is the split conf
         entry = DatasetEntry(ref, raw=args.raw, conf=args.conf, item_level=args.item_level)
-    given = {
-        "models": (args.model,) if getattr(args, "model", None) else (),
-        "models_conf": getattr(args, "models_conf", None),
-        "processes": getattr(args, "processes", None),
-        "reader": getattr(args, "reader", None),
-        "tracking_uri": getattr(args, "tracking_uri", None),
-        "split_conf": args.conf if args.command == "split" else None,
-    }
-    conf = RunConf(datasets=(entry,), **given)
+    model = getattr(args, "model", None)
+    conf = RunConf(
+        datasets=(entry,),
+        models=(model,) if model else (),
+        models_conf=getattr(args, "models_conf", None),
+        processes=getattr(args, "processes", None),
+        reader=getattr(args, "reader", None),
+        tracking_uri=getattr(args, "tracking_uri", None),
+        split_conf=args.conf if args.command == "split" else None,
+    )
     if getattr(args, "correction", None):
         conf = dataclasses.replace(conf, correction=args.correction)
     if ref.protocol:
@@ -419,7 +420,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     spark = _session("report", args)
     datasets = args.dataset or None
     page = build_report(
-        Lake(spark, args.lake, progress=report),
+        Lake(spark, args.lake, args.tracking_uri, progress=report, tracked=not args.no_mlflow),
         Path(args.out),
         datasets,
         correction=args.correction,

@@ -54,7 +54,7 @@ def train(
     nothing gets its run all the same: the catalogue it was built for, its settings."""
     import torch
 
-    tracking_uri, progress = lake.tracking, lake.progress
+    tracking_uri, progress = lake.tracking_store("train"), lake.progress
     cls = resolve(model)
     name = cls.name
     note = same_model_note(model)

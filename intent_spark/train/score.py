@@ -45,7 +45,7 @@ def scoring_run(
     """The model's class and the MLflow run to score from: the given run, or the newest for the
     dataset and model, checked against the current split and inputs. A model that fits nothing
     and has no run for this split gets one (``train`` without fitting)."""
-    tracking_uri = lake.tracking
+    tracking_uri = lake.tracking_store("score")
     cls = resolve(model)
     name = cls.name
     stamp = stamp_digest(inputs_stamp(lake, dataset, conf.context, conf.max_tokens))
@@ -76,7 +76,7 @@ def score(
     """Rank the full catalogue for every target of the splits the run was trained on; replace the
     model's ``ranks``; return its rows. A model that fits nothing and has no run yet gets one
     here (``train`` without fitting), so it is scored without a train stage."""
-    tracking_uri, progress = lake.tracking, lake.progress
+    tracking_uri, progress = lake.tracking_store("score"), lake.progress
     cls, run = scoring_run(lake, dataset, model, conf, run_id=run_id, parent_run_id=parent_run_id)
     name = cls.name
     note = same_model_note(model)
@@ -152,7 +152,7 @@ def _score_in_processes(lake: Lake, scoring: Scoring) -> dict[str, float]:
     job = ScoreJob(
         model=scoring.model,
         conf=conf,
-        tracking_uri=lake.tracking,
+        tracking_uri=lake.tracking_store("score"),
         run_id=scoring.run_id,
         splits=list(splits),
         catalogue_urls={split: split_files(lake, S.CATALOGUE, dataset, split) for split in splits},

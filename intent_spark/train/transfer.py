@@ -114,11 +114,12 @@ def score_transfer(
 
     from intent_spark.core.datasets import TRANSFER_MODELS, transfer_model
 
-    tracking_uri, progress = lake.tracking, lake.progress
+    progress = lake.progress
     if model not in TRANSFER_MODELS:
         raise IntentError(
             f"{model} cannot transfer: only {', '.join(TRANSFER_MODELS)} scores items it never saw"
         )
+    tracking_uri = lake.tracking_store("transfer")
     name = transfer_model(model, source)
     run = find_run(tracking_uri, source, model)
     build_model_inputs(lake, target, context=conf.context, max_tokens=conf.max_tokens)

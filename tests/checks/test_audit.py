@@ -300,3 +300,5 @@ def test_cli_exit_status_and_lines(spark, hand_lake, tmp_path, capsys):
     assert main([*args, "--dataset", "good", "--sequence-users", "20"]) == 0
     assert main([*args, "--dataset", "missing"]) == 2
     assert "holds no events of 'missing'" in capsys.readouterr().err
+    assert main([*args, "--dataset", "good", "--floor-users", "20"]) == 2  # the cells' floor, not the audit's
+    assert "the audit's is `--sequence-users 20`" in capsys.readouterr().err

@@ -452,3 +452,34 @@ def test_a_cell_where_the_top_models_tie_has_no_leader():
     assert table["tied"].all()
     leads = cross_dataset(table)  # a tie counts as nobody's lead
     assert [c for c in leads.columns if c != "datasets below the floor"] == []
+
+
+def test_the_report_shows_each_datasets_floor_and_says_an_override_first(spark, tmp_path):
+    """The floor each dataset's evaluate flagged its cells at (``metrics.floor_users``); one that
+    is not its split's, an evaluate's override or the report's own, is said."""
+    from intent_spark.lake.context import Lake
+    from intent_spark.lake.tables import write_dataset
+    from intent_spark.report.load import lake_floors
+
+    lake = Lake(spark, str(tmp_path / "lake"))
+    for dataset in ("d", "e"):
+        counts = [(dataset, "test", "known_future_new", 400, 800, True, 1000)]
+        write_dataset(
+            spark.createDataFrame(counts, S.SPLIT_COUNTS_SCHEMA), lake.root, S.SPLIT_COUNTS, dataset
+        )
+    d, e = _metric_rows().assign(floor_users=1000), _metric_rows().assign(dataset="e", floor_users=200)
+    e["below_floor"] = e["n_users"] < 200
+    metrics = pd.concat([d, e], ignore_index=True)
+    assert lake_floors(lake, metrics, None) == (
+        {"d": 1000, "e": 200},
+        ["e evaluated at 200 users (--floor-users), its split's floor is 1,000"],
+    )
+    assert lake_floors(lake, metrics, 500) == (
+        {"d": 500, "e": 500},
+        [
+            "d shown at 500 users (--floor-users), its split's floor is 1,000",
+            "e shown at 500 users (--floor-users), its split's floor is 1,000",
+        ],
+    )
+    # metrics written before the floor was kept: checked against the split's
+    assert lake_floors(lake, d.drop(columns="floor_users"), None) == ({"d": 1000}, [])

@@ -72,6 +72,16 @@ def test_horizon_settings_by_hand(spark, protocol_lake):
     assert _cells(spark, protocol_lake, "toy.leave_last_out") == {("leave_last_out", *t) for t in LAST_EVENTS}
 
 
+def test_a_protocol_split_records_its_floor_as_the_intent_split_does(spark, protocol_lake):
+    from intent_spark.split.split_tables import split_floor
+
+    floor = SplitConf().floor_users
+    for name in ("toy", "toy.horizon", "toy.leave_last_out"):  # evaluate flags the cells at this
+        assert split_floor(Lake(spark, protocol_lake), name) == floor
+    counts = read_table(spark, protocol_lake, S.SPLIT_COUNTS, "toy.horizon").collect()  # a row per cell
+    assert counts and all(r.below_floor == (r.n_users < floor) for r in counts)
+
+
 def test_verify_flags_the_leave_last_out_leak_and_not_the_intent_future_cells(spark, protocol_lake):
     by_check = {
         (r.dataset, r.name): r
