@@ -126,6 +126,19 @@ def _runner(args: argparse.Namespace, conf: RunConf | None = None) -> Any:
     )
 
 
+def _lake(args: argparse.Namespace) -> Lake:
+    """The lake of a command that is more than one stage's task (verify, audit, export, submit,
+    transfer, agreement, report), made as the runner makes a run's: its session, its root, its
+    MLflow store (``--tracking-uri``, else the default; off with ``--no-mlflow``), its progress."""
+    return Lake(
+        _session(args.command, args),
+        args.lake,
+        getattr(args, "tracking_uri", None),
+        reporter(args.command),
+        tracked=not getattr(args, "no_mlflow", False),
+    )
+
+
 def _one_stage(args: argparse.Namespace, runner: Any = None) -> int:
     """``intent <stage>``: the stage graph's tasks of that stage for the command's dataset (and
     model), as ``intent run`` declares them (``runner.run_stage``)."""
@@ -171,10 +184,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from intent_spark.checks.verify import lake_datasets, verify_dataset
     from intent_spark.lake.integrity import DamagedTable, lake_faults
 
-    report = reporter("verify")
-    spark = _session("verify", args)
+    lake = _lake(args)
+    report = lake.progress
     failed = []
-    for table, faults in lake_faults(spark, args.lake).items():
+    for table, faults in lake_faults(lake.spark, lake.root).items():
         for fault in faults:  # the same line a command reading the table stops with
             report(f"FAIL {args.lake.rstrip('/')}/{table}: damaged: {fault}")
         if faults:
@@ -182,12 +195,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         else:
             report(f"ok   {table} whole (its files match its Delta log)")
     try:
-        datasets = [args.dataset] if args.dataset else lake_datasets(Lake(spark, args.lake))
+        datasets = [args.dataset] if args.dataset else lake_datasets(lake)
     except DamagedTable:
         datasets = []  # the splits table itself: named above
     for dataset in datasets:
         try:
-            results = verify_dataset(Lake(spark, args.lake), dataset)
+            results = verify_dataset(lake, dataset)
         except DamagedTable as exc:
             report(f"FAIL {dataset}: checks not run: {exc}")
             failed.append(f"{dataset} (unchecked)")
@@ -215,10 +228,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
             f"--floor-users is the cells' floor; the audit's is `--sequence-users {args.floor_users}` "
             "(users with 3+ events a source needs)"
         )
-    report = reporter("audit")
-    spark = _session("audit", args)
-    conf = load_source(args.conf or ingested_source(spark, args.lake, args.dataset))
-    path = write_audit(Lake(spark, args.lake), args.dataset, conf, args.sequence_users, args.out)
+    lake = _lake(args)
+    report = lake.progress
+    conf = load_source(args.conf or ingested_source(lake.spark, lake.root, args.dataset))
+    path = write_audit(lake, args.dataset, conf, args.sequence_users, args.out)
     table = read_audit(path)
     for row in table.itertuples():
         report(f"{row.verdict} {row.criterion}" + (f": {row.reason}" if row.reason else f" ({row.measured})"))
@@ -305,16 +318,15 @@ def cmd_score(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from intent_spark.exchange.tasks import export_tasks
 
-    report = reporter("export")
-    spark = _session("export", args)
+    lake = _lake(args)
     done = export_tasks(
-        Lake(spark, args.lake, progress=report),
+        lake,
         args.dataset,
         args.out,
         splits=args.split,
         context=args.context,
     )
-    report(
+    lake.progress(
         f"{args.dataset}: {', '.join(f'{d.split} {d.tasks:,} tasks' for d in done)}; formats in {args.out}/<split>/FORMAT.md"
     )
     return 0
@@ -324,15 +336,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from intent_spark.exchange.submission_files import check_submission_file
     from intent_spark.exchange.submission_rows import check_name
     from intent_spark.exchange.submissions import submit
-    from intent_spark.lake.tracking import default_tracking_uri
 
     check_name(args.name)
     check_submission_file(args.predictions)  # a bad file is refused before Spark starts
-    uri = None if args.no_mlflow else default_tracking_uri(args.lake, args.tracking_uri)
-    report = reporter("submit")
-    spark = _session("submit", args)
+    lake = _lake(args)
+    report = lake.progress
     scored = submit(
-        Lake(spark, args.lake, uri, progress=report, tracked=not args.no_mlflow),
+        lake,
         args.dataset,
         args.predictions,
         args.name,
@@ -351,18 +361,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_transfer(args: argparse.Namespace) -> int:
-    from intent_spark.lake.tracking import default_tracking_uri
     from intent_spark.train.conf import load_models_conf
     from intent_spark.train.transfer import score_transfer
 
     conf = load_models_conf(args.models_conf)
-    uri = default_tracking_uri(args.lake, args.tracking_uri)
-    report = reporter("transfer")
-    spark = _session("transfer", args)
-    rows = score_transfer(
-        Lake(spark, args.lake, uri, progress=report), args.source, args.target, conf, model=args.model
-    )
-    report(
+    lake = _lake(args)
+    rows = score_transfer(lake, args.source, args.target, conf, model=args.model)
+    lake.progress(
         f"{args.target} {args.model}@{args.source}: {rows:,} ranks; run `intent evaluate --dataset {args.target}`"
     )
     return 0
@@ -393,22 +398,21 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     against its INTENT cells'."""
     from intent_spark.evaluate.agreement import evaluated_protocols, write_agreement
 
-    report = reporter("agreement")
-    spark = _session("agreement", args)
-    protocols = args.protocol or evaluated_protocols(Lake(spark, args.lake), args.dataset)
-    path = write_agreement(Lake(spark, args.lake), args.dataset, protocols, replicates=args.replicates)
+    lake = _lake(args)
+    protocols = args.protocol or evaluated_protocols(lake, args.dataset)
+    path = write_agreement(lake, args.dataset, protocols, replicates=args.replicates)
     if path is None:
         raise IntentError(
             f"{args.dataset}: no evaluated protocol variant with a cell to order against; "
             f"split, score and evaluate {args.dataset}.leave_last_out (or .horizon) first"
         )
-    report(f"{args.dataset}: model-order agreement of {', '.join(protocols)} in {path}")
+    lake.progress(f"{args.dataset}: model-order agreement of {', '.join(protocols)} in {path}")
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from intent_spark.lake.files import on_store
-    from intent_spark.lake.tracking import default_tracking_uri, log_report
+    from intent_spark.lake.tracking import log_report
     from intent_spark.report.build import build_report
 
     if on_store(args.out):
@@ -416,21 +420,14 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"{args.out}: the report is built aside and moved into place by a rename, which an object "
             "store has not; give --out a local folder or a Volume"
         )
-    report = reporter("report")
-    spark = _session("report", args)
-    datasets = args.dataset or None
+    lake = _lake(args)
     page = build_report(
-        Lake(spark, args.lake, args.tracking_uri, progress=report, tracked=not args.no_mlflow),
-        Path(args.out),
-        datasets,
-        correction=args.correction,
-        floor_users=args.floor_users,
+        lake, Path(args.out), args.dataset or None, correction=args.correction, floor_users=args.floor_users
     )
-    report(f"report: {page.resolve()}")
-    if not args.no_mlflow:
-        uri = default_tracking_uri(args.lake, args.tracking_uri)
-        run_id = log_report(uri, args.out, args.run_id)
-        report(f"report logged to MLflow run {run_id} in {uri}")
+    lake.progress(f"report: {page.resolve()}")
+    if lake.tracking:
+        run_id = log_report(lake.tracking, args.out, args.run_id)
+        lake.progress(f"report logged to MLflow run {run_id} in {lake.tracking}")
     return 0
 
 
