@@ -111,6 +111,10 @@ class Run(Protocol):
         every stage function takes."""
         ...
 
+    def spec_of(self, model: str) -> str:
+        """A model as the conf gives it (a name or a module:Class spec), for the stage functions."""
+        ...
+
     def benchmark(self) -> str | None:
         """The benchmark's MLflow run id, opened by the first task that logs to it (a one-stage
         command's: the run it names, or none)."""

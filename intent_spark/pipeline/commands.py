@@ -144,7 +144,9 @@ def _one_stage(args: argparse.Namespace, runner: Any = None) -> int:
     model), as ``intent run`` declares them (``runner.run_stage``)."""
     from intent_spark.pipeline.runner import run_stage
 
-    run_stage(runner or _runner(args), args.command, args.dataset, getattr(args, "model", None))
+    runner = runner or _runner(args)
+    model = runner.models[0] if getattr(args, "model", None) else None  # a spec's registered name
+    run_stage(runner, args.command, args.dataset, model)
     return 0
 
 

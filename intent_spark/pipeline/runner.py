@@ -115,7 +115,8 @@ class Runner:
         self.spark_settings = spark_settings or {}
         self.base = Path(conf.workdir)
         # Names (a module:Class spec by its class's name), checked before hours of ingest.
-        self.models = tuple(check_model(model) for model in conf.models)
+        self.specs = {check_model(model): model for model in conf.models}  # name -> as given
+        self.models = tuple(self.specs)
         self.models_conf: ModelsConf = with_reader(
             with_processes(
                 with_steps(
@@ -193,6 +194,11 @@ class Runner:
         return self.parent
 
     # --- what the conf asks for ---
+    def spec_of(self, model: str) -> str:
+        """A model as the conf gives it: its name, or the module:Class spec a process of its own
+        (TorchDistributor's) resolves it by."""
+        return self.specs.get(model, model)
+
     def variants(self) -> list[DatasetRef]:
         return [*self.conf.compare.variants(), *self.conf.backtest_variants()]
 

@@ -20,7 +20,7 @@ def train_tasks(run: Run) -> list[Task]:
                 run_id = train(
                     run.lake_context(),
                     name,
-                    model,
+                    run.spec_of(model),
                     conf,
                     parent_run_id=run.benchmark(),
                     splits=run.splits_of(name),
@@ -43,7 +43,7 @@ def score_tasks(run: Run) -> list[Task]:
                 rows = score(
                     run.lake_context(),
                     name,
-                    model,
+                    run.spec_of(model),
                     run.models_conf,
                     run_id=run.call.run_id,
                     parent_run_id=run.benchmark(),
