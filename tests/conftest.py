@@ -122,13 +122,13 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
             **spark_settings(None, []),
             # one task per stage of a job: the other pytest worker holds the other core, so a
             # second task buys no time, and each costs its own scheduling (a frame made from a
-            # Python list, one Python task per partition: ~0.1 s each, BENCHMARKS.md)
+            # Python list, one Python task per partition: ~0.1 s each, docs/bench/notes/test-session.md)
             "spark.sql.shuffle.partitions": "1",
             "spark.default.parallelism": "1",
             "spark.databricks.delta.snapshotPartitions": "1",
             # this JVM lives the whole run: unlike a child's, its hot code pays for the C2 compiler,
             # but only its hottest (C2 at 5x the usual call counts) and with the throughput
-            # collector, not G1: each ~10% less CPU over 41 Spark-bound tests (BENCHMARKS.md); the
+            # collector, not G1: each ~10% less CPU over 41 Spark-bound tests (docs/bench/notes/test-session.md); the
             # class archive as in the children
             JAVA_OPTIONS: f"-Duser.timezone=UTC -XX:+UseParallelGC {HOT_CODE_ONLY} {class_archive_options()}".strip(),
         },

@@ -3,7 +3,7 @@
 PySpark calls ``importlib.invalidate_caches()`` at the start of every task. On Python 3.11 each
 ``zipimporter`` on the worker's path then reads its archive's whole directory again: pyspark's
 zip (once per package imported from it), py4j's, and spark-core's jar (5,261 entries). That is
-~0.12 s of CPU per task, most of a small frame's cost (BENCHMARKS.md). Python 3.12 made the
+~0.12 s of CPU per task, most of a small frame's cost (docs/bench/notes/test-session.md). Python 3.12 made the
 re-read lazy. Here an archive is read again only when its size or modification time changed.
 
 Opt-in: a session whose workers run on an interpreter where this package is importable may name

@@ -262,7 +262,7 @@ def _split_tables(lake: Lake, dataset: DatasetRef, events: DataFrame, conf: Spli
     progress(f"{dataset}: writing targets")
     lake.write(test.targets.unionByName(val.targets), S.TARGETS, dataset)
     # Counted from the stored table: persisting the targets instead saves this read but changes
-    # their files, and with them the last bits of evaluate's sums (BENCHMARKS.md, rows read).
+    # their files, and with them the last bits of evaluate's sums (docs/bench/notes/split.md).
     progress(f"{dataset}: cell counts and checksums")
     write_counts_and_checksums(lake, dataset, conf.floor_users)
     return outcomes
