@@ -65,7 +65,15 @@ def test_the_shipped_confs_load():
             _demo(compare={"protocol": ["horizon"]}),
             r"run.yaml: compare.protocol: unknown key; did you mean 'protocols'\?",
         ),
-        (_demo(audit={"floor": 10}), r"run.yaml: audit.floor: unknown key; did you mean 'floor_users'\?"),
+        (
+            _demo(audit={"sequence_user": 10}),
+            r"run.yaml: audit.sequence_user: unknown key; did you mean 'sequence_users'\?",
+        ),
+        # the cells' floor is not the audit's: its old name is named as unknown
+        (
+            _demo(audit={"floor_users": 10}),
+            r"run.yaml: audit.floor_users: unknown key; known: sequence_users$",
+        ),
         (_demo(seed="three"), r"run.yaml: seed: expected an integer, got 'three'"),
         (_demo(compare={"datasets": ["cct"]}), r"run.yaml: compare: cct not among the run's datasets"),
         (
