@@ -48,11 +48,13 @@ $(DELTA_JARS) $(S3_JARS):
 setup-s3: setup $(S3_JARS) ## the object-store tests: moto's S3 server ([s3] extra) and Spark's S3A jars (560 MB)
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS),s3]' -c $(STACK_FILE)
 
-class-archive: $(CLASS_ARCHIVE) ## the driver JVM's class-data archive (AppCDS): each Spark start ~4 s quicker (one small run, about a minute)
+class-archive: $(CLASS_ARCHIVE) ## the driver JVM's class-data archive (AppCDS) the tests' sessions map: each Spark start ~4 s quicker (one small run, about a minute)
 
-# Rebuilt when the Python env or the jars change; a JDK that cannot write one only loses the speed.
+# A speed-up of the test suite (tools/class_archive.py), mapped through the tests' Spark profile
+# (tests/conftest.py). Rebuilt when the Python env or the jars change; a JDK that cannot write
+# one only loses the speed.
 $(CLASS_ARCHIVE): $(STAMP) $(DELTA_JARS)
-	$(PY) -m intent_spark.pipeline.class_archive $@ || echo "class-archive: none built; Spark starts without it"
+	$(PY) tools/class_archive.py $@ || echo "class-archive: none built; Spark starts without it"
 
 demo: setup ## the pipeline on the embedded default: five generated sources of 50,000 events, five models, the report (demo/)
 	$(VENV)/bin/intent run --conf conf/demo.yaml
@@ -102,8 +104,8 @@ test-lines: setup ## a lake written on Spark 3.5 read on Spark 4, and one writte
 	$(STACKS_DIR)/spark-3.5/venv/bin/intent verify --lake $(STACKS_DIR)/dbr-17.3/chain/lake --spark-profile $(STACKS_DIR)/spark-3.5/chain/cluster.yaml
 
 lint: setup ## ruff (check and format) on the code, tests and benchmarks; mypy on intent_spark and models
-	$(VENV)/bin/ruff check intent_spark models jobs tests bench examples
-	$(VENV)/bin/ruff format --check intent_spark models jobs tests bench examples
+	$(VENV)/bin/ruff check intent_spark models jobs tests bench examples tools
+	$(VENV)/bin/ruff format --check intent_spark models jobs tests bench examples tools
 	$(VENV)/bin/mypy
 
 BENCH_EVENTS ?= 5000000

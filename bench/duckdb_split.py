@@ -284,7 +284,7 @@ def summarize_spark_outcomes(outcomes: list[Any]) -> dict[str, Any]:
     Counting the lazy targets runs Spark's split again without the Delta writes, which is the
     like-for-like timing against DuckDB; the result is one row per cell.
     """
-    from intent_spark.split.stage import cell_counts
+    from intent_spark.split.split_tables import cell_counts
 
     found: dict[str, Any] = {}
     for outcome in outcomes:

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from intent_spark.lake.readers import UserBlock
 from intent_spark.plugin import Catalogue, HistoryModel, pick_device
 from intent_spark.train.conf import ScoringSettings
 from intent_spark.train.ranker import rank_blocks
+from intent_spark.train.readers import UserBlock
 from models.next_item import NextItemNetwork, scoring_model
 from models.popularity import Popularity
 from models.repeat_last import RepeatLast

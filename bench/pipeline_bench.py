@@ -440,11 +440,11 @@ def sampled_scoring(spark, lake: str, model: str, conf, uri: str, sample: int, p
     from pyspark.sql import functions as F
 
     from intent_spark.core import schema as S
-    from intent_spark.lake.readers import split_files, user_blocks
     from intent_spark.lake.tables import read_table
     from intent_spark.lake.tracking import download_artifacts, find_run
     from intent_spark.plugin import pick_device
     from intent_spark.train.build import load_model, split_catalogue
+    from intent_spark.train.readers import split_files, user_blocks
     from intent_spark.train.registry import resolve
     from intent_spark.train.workers import rank_split
 
@@ -455,8 +455,10 @@ def sampled_scoring(spark, lake: str, model: str, conf, uri: str, sample: int, p
     run = find_run(uri, DATASET, cls.name)
     with tempfile.TemporaryDirectory() as tmp:
         folder = download_artifacts(uri, run.info.run_id, "model", tmp)
-        fitted = load_model(cls, folder / S.TEST, split_catalogue(spark, lake, DATASET, S.TEST), conf, device)
-        urls = split_files(spark, lake, S.SCORE_EVENTS, DATASET, S.TEST)
+        fitted = load_model(
+            cls, folder / S.TEST, split_catalogue(Lake(spark, lake), DATASET, S.TEST), conf, device
+        )
+        urls = split_files(Lake(spark, lake), S.SCORE_EVENTS, DATASET, S.TEST)
         blocks = (block for i, block in enumerate(user_blocks(urls)) if i % every == 0)
         seconds, written = rank_split(
             fitted, blocks, conf, device, f"{tmp}/sample.parquet", None, progress, where=f"{DATASET} {model}"
@@ -495,7 +497,7 @@ def run_size(args: argparse.Namespace, events: int) -> dict[str, Any]:
     from intent_spark.lake.tables import ingested_source, read_table
     from intent_spark.lake.tracking import default_tracking_uri
     from intent_spark.split.conf import load_split_conf
-    from intent_spark.split.stage import run_split
+    from intent_spark.split.split_tables import run_split
     from intent_spark.train.inputs import build_model_inputs
 
     work = Path(args.workdir).resolve() / str(events)
@@ -552,7 +554,7 @@ def run_size(args: argparse.Namespace, events: int) -> dict[str, Any]:
             DATASET,
             split_conf,
             progress=bench.progress("split"),
-            report=split_report_writer(lake, DATASET, None, bench.progress("split")),
+            report=split_report_writer(Lake(spark, lake, progress=bench.progress("split")), DATASET),
         )
     event_files = local_paths(read_table(spark, lake, S.EVENTS, DATASET).inputFiles())
     with bench.reference("split") as found:

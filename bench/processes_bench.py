@@ -29,7 +29,7 @@ from intent_spark.ingest import ingest_source
 from intent_spark.lake.context import Lake
 from intent_spark.lake.session import build_session
 from intent_spark.split.conf import load_split_conf
-from intent_spark.split.stage import run_split
+from intent_spark.split.split_tables import run_split
 from intent_spark.train.conf import load_models_conf, with_processes
 from intent_spark.train.fit import train
 from intent_spark.train.score import score

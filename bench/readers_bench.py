@@ -38,11 +38,11 @@ def model_input_files(work: Path, events: int) -> list[str]:
     from intent_spark.generate import generate_release
     from intent_spark.ingest import ingest_source
     from intent_spark.lake.context import Lake
-    from intent_spark.lake.readers import split_files
     from intent_spark.lake.session import build_session
     from intent_spark.split.conf import load_split_conf
-    from intent_spark.split.stage import run_split
+    from intent_spark.split.split_tables import run_split
     from intent_spark.train.inputs import build_model_inputs
+    from intent_spark.train.readers import split_files
 
     dataset = DatasetRef("rees46")
     spark = build_session("bench-readers", {"spark.driver.memory": "6g"})
@@ -52,12 +52,12 @@ def model_input_files(work: Path, events: int) -> list[str]:
     ingest_source(spark, load_source("rees46"), str(work / "raw"), lake)
     run_split(spark, lake, dataset, load_split_conf(CONF_DIR / "split.yaml", "rees46"))
     build_model_inputs(Lake(spark, lake), dataset, context=CONTEXT, max_tokens=16)
-    return split_files(spark, lake, "train_sequences", dataset, "test")
+    return split_files(Lake(spark, lake), "train_sequences", dataset, "test")
 
 
 def pass_rate(urls: list[str], reader: str) -> tuple[float, int]:
     """Rows/s of one shuffled training pass, batches of ``BATCH`` through a ``BUFFER``-row buffer."""
-    from intent_spark.lake.readers import training_batches
+    from intent_spark.train.readers import training_batches
 
     start = time.perf_counter()
     rows = sum(b.shape[0] for b in training_batches(urls, BATCH, BUFFER, seed=0, epochs=1, reader=reader))
@@ -71,10 +71,10 @@ def sasrec_rate(urls: list[str], reader: str, steps: int) -> float:
     import numpy as np
     import torch
 
-    from intent_spark.lake.readers import read_columns
     from intent_spark.plugin import Catalogue, TrainingData
     from intent_spark.train.build import build_model
     from intent_spark.train.conf import load_models_conf
+    from intent_spark.train.readers import read_columns
     from intent_spark.train.registry import resolve
     from intent_spark.train.workers import open_batches
 
@@ -102,7 +102,7 @@ def measure(urls: list[str], readers: list[str], repeats: int, steps: int) -> di
     import pyarrow
     import torch
 
-    from intent_spark.lake.readers import choose_reader
+    from intent_spark.train.readers import choose_reader
 
     found: dict[str, dict[str, list[float]]] = {r: {"rows_per_s": [], "steps_per_s": []} for r in readers}
     rows = 0

@@ -41,7 +41,7 @@ from intent_spark.lake.tables import has_table, read_table
 from intent_spark.split.cells import with_period
 from intent_spark.split.conf import load_split_conf
 from intent_spark.split.holdout import is_held_out
-from intent_spark.split.stage import split_events
+from intent_spark.split.split_tables import split_events
 
 DATASET = "rees46"
 # RePlay 0.22 asks for pandas<3 and pyarrow<24: it installs beside the dbr-17.3 and petastorm stacks

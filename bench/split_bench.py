@@ -19,7 +19,7 @@ from intent_spark.core.datasets import DatasetRef
 from intent_spark.lake.session import build_session
 from intent_spark.lake.tables import read_table
 from intent_spark.split.conf import load_split_conf
-from intent_spark.split.stage import run_split
+from intent_spark.split.split_tables import run_split
 
 PYTHON_ON_DATA_PATH = re.compile(
     r"PythonUDF|BatchEvalPython|ArrowEvalPython|MapInPandas|FlatMapGroupsInPandas|PythonRDD"

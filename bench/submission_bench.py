@@ -37,7 +37,7 @@ def prepare(work: Path, dataset: str, events: int, seed: int) -> tuple[str, Path
     from intent_spark.ingest import ingest_source
     from intent_spark.lake.session import build_session
     from intent_spark.split.conf import load_split_conf
-    from intent_spark.split.stage import run_split
+    from intent_spark.split.split_tables import run_split
 
     spark = build_session("submission-bench")
     raw, lake, tasks = work / "raw", str(work / "lake"), work / "tasks"

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from intent_spark.core.conf import READERS
 from intent_spark.core.datasets import PROTOCOLS, parse_dataset
 from intent_spark.core.errors import ConfError, IntentError
+from intent_spark.core.runconf import SEQUENCE_FLOOR
 from intent_spark.evaluate.corrections import CORRECTIONS, DEFAULT_CORRECTION
 from intent_spark.pipeline import commands
 from intent_spark.train.plugin_errors import print_plugin_frames
@@ -233,9 +234,11 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     ev = sub.add_parser("evaluate", help="ranks -> user_metrics and metrics (95%% intervals), MLflow metrics")
     ev.add_argument("--dataset", required=True)
     ev.add_argument("--lake", required=True)
-    ev.add_argument("--conf", help="split conf for the population floor (default conf/split.yaml)")
+    ev.add_argument("--conf", help=argparse.SUPPRESS)  # the floor comes from the lake's split now
     ev.add_argument(
-        "--floor-users", type=int, help="cells with fewer users are not ranked (default: the split conf's)"
+        "--floor-users",
+        type=int,
+        help="flag cells with fewer users at this floor, an override of the one the split recorded (default)",
     )
     ev.add_argument("--tracking-uri", help=TRACKING_HELP)
     ev.add_argument("--no-mlflow", action="store_true", help="write the tables only")
@@ -315,8 +318,12 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
     audit.add_argument("--lake", required=True)
     audit.add_argument("--conf", help="source conf YAML (default: the built-in conf of the dataset)")
     audit.add_argument(
-        "--floor-users", type=int, default=25_000, help="users with 3+ events needed (default 25000)"
+        "--sequence-users",
+        type=int,
+        default=SEQUENCE_FLOOR,
+        help=f"users with 3+ events a source needs (default the paper's {SEQUENCE_FLOOR:,})",
     )
+    audit.add_argument("--floor-users", type=int, help=argparse.SUPPRESS)  # renamed --sequence-users
     audit.add_argument("--out", help="folder for the audit CSV and figure (default LAKE/reports/audit)")
     _add_spark_flags(audit)
     audit.set_defaults(func=commands.cmd_audit)
@@ -340,8 +347,8 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     rep.add_argument(
         "--floor-users",
         type=int,
-        help="the user floor the lake's cells were ranked at (default: conf/split.yaml's, 1000; a run "
-        "conf's floor_users where it set one)",
+        help="show cells ranked at this floor, an override (said in the report's first line) of the one "
+        "the lake records (default)",
     )
     rep.add_argument("--run-id", help="log the report to this run (default: a new report run)")
     rep.add_argument("--no-mlflow", action="store_true", help="write the files only")
@@ -360,19 +367,22 @@ def _add_models(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_compare(sub: argparse._SubParsersAction) -> None:
-    cmp = sub.add_parser("compare", help="print MLflow metrics of chosen runs side by side")
+    cmp = sub.add_parser("compare", help="print MLflow metrics of chosen runs, one table per dataset")
     cmp.add_argument("--lake", help="the lake whose default MLflow store to read")
     cmp.add_argument("--tracking-uri", help="MLflow store (instead of the lake's)")
     cmp.add_argument("--run-id", action="append", help="a run to show (repeatable)")
     cmp.add_argument("--dataset", help="the newest training run of every model of this dataset")
     cmp.add_argument(
         "--metrics",
-        default=r"^test\.",
+        default=r"^test\..*\.ndcg_10$",
         help="a regular expression matching whole dot-separated parts of the metric names "
         "(split.cell.metric_k): ndcg_10 is every ndcg_10 and never ndcg_100, ndcg_.* every K "
-        "(default: ^test\\. , the test split)",
+        "(default: ^test\\..*\\.ndcg_10$ , ndcg_10 of each test cell; ^test\\. for every test "
+        "metric, in tables wrapped to 160 characters)",
     )
-    cmp.add_argument("--csv", action="store_true", help="CSV instead of an aligned table")
+    cmp.add_argument(
+        "--csv", action="store_true", help="one CSV (a row per run: dataset, model, run_id, metrics)"
+    )
     cmp.set_defaults(func=commands.cmd_compare)
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -17,10 +19,11 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+import yaml
 from pyspark.sql import SparkSession
 
 from intent_spark.core.datasets import DatasetRef
-from intent_spark.lake.session import PROFILE_ENV, build_session, spark_settings
+from intent_spark.lake.session import JARS_DIR, PROFILE_ENV, build_session, spark_settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REAL_DATA = Path(os.environ.get("INTENT_REAL_DATA", REPO_ROOT.parent / "shared" / "data" / "real"))
@@ -42,9 +45,55 @@ def pinned_versions(constraints: Path) -> dict[str, str]:
     }
 
 
-# Every session of the tests, in this process and in each `intent` child, uses the tiny-lake
-# profile (conf/spark/small.yaml): interpreted plans, no adaptive re-planning.
-os.environ.setdefault(PROFILE_ENV, "small")
+# The test suite's own speed-ups, which no command of the package turns on: two settings on top of
+# the tiny-lake profile (conf/spark/small.yaml: interpreted plans, no adaptive re-planning).
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+# Spark's Python workers forked from a daemon that reads each zip archive's directory once, not at
+# every task (intent_spark/lake/python_daemon.py): every worker of the tests runs on this
+# interpreter, where the package is importable.
+DAEMON = {"spark.python.daemon.module": "intent_spark.lake.python_daemon"}
+# The driver JVM's class-data archive (AppCDS), where `make class-archive` built it for this JDK and
+# these jars (tools/class_archive.py): the classes a run loads, mapped from one file already parsed
+# and verified instead of read from the jars at every start (a start and a first Delta write:
+# 11.5 s without it, 6.5 s with it, on 2 cores). ``-Xshare:auto``: a JDK that cannot map it starts
+# as it always did.
+CLASS_ARCHIVE = JARS_DIR / "driver-classes.jsa"
+SUITE_PROFILE = "intent-spark-tests"  # the start of the name of the profile file written below
+
+
+def class_archive_options(archive: Path = CLASS_ARCHIVE) -> str:
+    """The Java options that map ``archive``; none where it does not exist."""
+    if not archive.is_file():
+        return ""
+    return f"-XX:SharedArchiveFile={archive} -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def suite_profile(base: str = "small", archive: Path = CLASS_ARCHIVE) -> dict[str, str]:
+    """The tests' Spark settings: the profile ``base``, the workers' daemon, the driver's archive."""
+    settings = {**spark_settings(base, []), **DAEMON}
+    settings[JAVA_OPTIONS] = f"{settings.get(JAVA_OPTIONS, '')} {class_archive_options(archive)}".strip()
+    return settings
+
+
+def write_profile(settings: dict[str, str], folder: Path | None = None) -> Path:
+    """A profile file of ``settings`` in ``folder`` (the temp folder), named by its content:
+    written once, by whichever run first needs it, and renamed into place whole."""
+    text = yaml.safe_dump(settings, sort_keys=True)
+    name = f"{SUITE_PROFILE}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.yaml"
+    path = (folder or Path(tempfile.gettempdir())) / name
+    if not path.is_file():
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
+    return path
+
+
+# Every session of the tests, in this process and in each `intent` child (they inherit the
+# environment; pytest-xdist's workers too, from the process that starts them), uses the tests'
+# profile. A profile the environment already names is used as it is.
+if PROFILE_ENV not in os.environ:
+    os.environ[PROFILE_ENV] = str(write_profile(suite_profile()))
+
 # Two workers share the machine's cores. torch's intra-op threads (OpenMP) spin while they wait
 # for a core the other worker holds: SASRec's 300 check steps take 3.8 s alone, 30 s beside one
 # busy core with 2 threads, 4.3 s with 1. One thread per process, here and in every child.
@@ -73,14 +122,15 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
             **spark_settings(None, []),
             # one task per stage of a job: the other pytest worker holds the other core, so a
             # second task buys no time, and each costs its own scheduling (a frame made from a
-            # Python list, one Python task per partition: ~0.1 s each, BENCHMARKS.md)
+            # Python list, one Python task per partition: ~0.1 s each, docs/bench/notes/test-session.md)
             "spark.sql.shuffle.partitions": "1",
             "spark.default.parallelism": "1",
             "spark.databricks.delta.snapshotPartitions": "1",
             # this JVM lives the whole run: unlike a child's, its hot code pays for the C2 compiler,
             # but only its hottest (C2 at 5x the usual call counts) and with the throughput
-            # collector, not G1: each ~10% less CPU over 41 Spark-bound tests (BENCHMARKS.md)
-            "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:+UseParallelGC " + HOT_CODE_ONLY,
+            # collector, not G1: each ~10% less CPU over 41 Spark-bound tests (docs/bench/notes/test-session.md); the
+            # class archive as in the children
+            JAVA_OPTIONS: f"-Duser.timezone=UTC -XX:+UseParallelGC {HOT_CODE_ONLY} {class_archive_options()}".strip(),
         },
         store=True,  # S3A, where `make setup-s3` cached it: the store test reads its lake back
     )
@@ -222,7 +272,7 @@ def split_lake(spark, generated_lake):
     from intent_spark.core.conf import CONF_DIR
     from intent_spark.generate import SOURCES
     from intent_spark.split.conf import load_split_conf
-    from intent_spark.split.stage import run_split
+    from intent_spark.split.split_tables import run_split
 
     lake, _, _ = generated_lake
     for name in SOURCES:
@@ -236,7 +286,7 @@ def toy_lake(spark, tmp_path_factory):
     from intent_spark.core import schema as S
     from intent_spark.lake.tables import write_dataset
     from intent_spark.split.conf import SplitConf
-    from intent_spark.split.stage import run_split
+    from intent_spark.split.split_tables import run_split
 
     lake = str(tmp_path_factory.mktemp("lake_toy"))
     events = spark.createDataFrame(toy_event_rows(), S.EVENTS_SCHEMA).repartition(3)  # partition-proof

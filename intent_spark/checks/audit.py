@@ -17,7 +17,7 @@ The rules (paper, section 3, turned into thresholds on what the events and the c
     user's events then have no known order (H&M's same-day baskets, about 70%, pass). The share of a user's consecutive raw-file events that go
     back in time (dates that look noised, or files not written in time order) and the share of
     events at exactly midnight are reported, not judged.
-(iii) sequence population: reject when fewer than ``floor_users`` (default ``SEQUENCE_FLOOR``,
+(iii) sequence population: reject when fewer than ``min_sequence_users`` (default ``SEQUENCE_FLOOR``,
     the paper's 25,000) users have ``MIN_SEQUENCE`` (3) or more events.
 (iv) action mapping: reject when the conf's action is not one of a ``column``, ``signals`` or a
     ``constant`` whose overrides each name a field, or when the events hold an event type the conf
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
@@ -39,6 +39,7 @@ from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.core.sources import SourceConf
 from intent_spark.ingest.events import _signal_type
+from intent_spark.lake.context import Lake
 from intent_spark.lake.figures import pyplot, save_figure
 from intent_spark.lake.tables import source_table
 
@@ -181,7 +182,7 @@ def _action_problem(conf: SourceConf, event_types: dict[str, int]) -> str:
 
 
 def audit_verdicts(
-    measures: dict[str, Any], conf: SourceConf, floor_users: int = SEQUENCE_FLOOR
+    measures: dict[str, Any], conf: SourceConf, min_sequence_users: int = SEQUENCE_FLOOR
 ) -> pd.DataFrame:
     """Measures and conf -> one row per criterion (``COLUMNS``), in the paper's order."""
     m = measures
@@ -223,13 +224,11 @@ def audit_verdicts(
     )
 
     reason = ""
-    if m["sequence_users"] < floor_users:
-        reason = (
-            f"{m['sequence_users']:,} users have {MIN_SEQUENCE}+ events, below the floor of {floor_users:,}"
-        )
+    if m["sequence_users"] < min_sequence_users:
+        reason = f"{m['sequence_users']:,} users have {MIN_SEQUENCE}+ events, below the floor of {min_sequence_users:,}"
     add(
         POPULATION,
-        f"{m['sequence_users']:,} users with {MIN_SEQUENCE}+ events (floor {floor_users:,})",
+        f"{m['sequence_users']:,} users with {MIN_SEQUENCE}+ events (floor {min_sequence_users:,})",
         reason,
     )
 
@@ -246,21 +245,21 @@ def audit_verdicts(
 
 
 def audit_dataset(
-    spark: SparkSession, lake: str, dataset: DatasetRef, conf: SourceConf, floor_users: int = SEQUENCE_FLOOR
+    lake: Lake, dataset: DatasetRef, conf: SourceConf, min_sequence_users: int = SEQUENCE_FLOOR
 ) -> pd.DataFrame:
     """The five criteria for one ingested dataset: one row per criterion (``COLUMNS``)."""
-    return audit_verdicts(_measures_of(spark, lake, dataset), conf, floor_users)
+    return audit_verdicts(_measures_of(lake, dataset), conf, min_sequence_users)
 
 
-def _measures_of(spark: SparkSession, lake: str, dataset: DatasetRef) -> dict[str, Any]:
-    measures = audit_measures(source_table(spark, lake, S.EVENTS, dataset))
+def _measures_of(lake: Lake, dataset: DatasetRef) -> dict[str, Any]:
+    measures = audit_measures(source_table(lake.spark, lake.root, S.EVENTS, dataset))
     if not measures.get("events"):
-        raise IntentError(f"{lake}/events holds no events of {dataset!r} (run `intent ingest` first)")
+        raise IntentError(f"{lake.path(S.EVENTS)} holds no events of {dataset!r} (run `intent ingest` first)")
     return measures
 
 
 def audit_figure(
-    measures: dict[str, Any], dataset: str, path: Path, floor_users: int = SEQUENCE_FLOOR
+    measures: dict[str, Any], dataset: str, path: Path, min_sequence_users: int = SEQUENCE_FLOOR
 ) -> Path:
     """The measured shares beside their thresholds, and the sequence population beside its floor;
     a measure that rejects is drawn in orange. (The resolution thresholds are minimums: the finest
@@ -289,36 +288,35 @@ def audit_figure(
     ax.set_ylabel("share")
     ax.set_title(f"{dataset}: admission audit (resolution {measures['resolution']})")
     ax.legend(fontsize=8)
-    short = measures["sequence_users"] < floor_users
+    short = measures["sequence_users"] < min_sequence_users
     pop.bar([0], [measures["sequence_users"]], color="tab:orange" if short else "tab:blue")
-    pop.axhline(floor_users, color="tab:red")
+    pop.axhline(min_sequence_users, color="tab:red")
     pop.set_xticks([0], [f"{MIN_SEQUENCE}+ events"])
     pop.set_xlabel("users")
-    pop.set_ylabel(f"users (floor {floor_users:,} in red)")
+    pop.set_ylabel(f"users (floor {min_sequence_users:,} in red)")
     return save_figure(fig, path, f"{dataset} admission audit")
 
 
-def audit_folder(lake: str) -> Path:
-    return Path(lake) / "reports" / "audit"
+def audit_folder(lake: Lake) -> Path:
+    return Path(lake.root) / "reports" / "audit"
 
 
 def write_audit(
-    spark: SparkSession,
-    lake: str,
+    lake: Lake,
     dataset: DatasetRef,
     conf: SourceConf,
-    floor_users: int = SEQUENCE_FLOOR,
+    min_sequence_users: int = SEQUENCE_FLOOR,
     out: str | Path | None = None,
 ) -> Path:
     """Audit one dataset and write ``<dataset>.csv`` and ``<dataset>.png`` under
     ``LAKE/reports/audit`` (or ``out``, a local folder); returns the CSV's path."""
     folder = Path(out) if out is not None else audit_folder(lake)
     folder.mkdir(parents=True, exist_ok=True)
-    measures = _measures_of(spark, lake, dataset)
-    table = audit_verdicts(measures, conf, floor_users)
+    measures = _measures_of(lake, dataset)
+    table = audit_verdicts(measures, conf, min_sequence_users)
     path = folder / f"{dataset}.csv"
     table.to_csv(path, index=False)
-    audit_figure(measures, dataset, folder / f"{dataset}.png", floor_users)
+    audit_figure(measures, dataset, folder / f"{dataset}.png", min_sequence_users)
     return path
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.core.sources import SourceConf
-from intent_spark.core.stage import DATASET, Run, Stage, Task, known, per_dataset
+from intent_spark.core.stage_spec import DATASET, Run, Stage, Task, known, per_dataset
 
 
 def audit_tasks(run: Run) -> list[Task]:
@@ -14,13 +14,13 @@ def audit_tasks(run: Run) -> list[Task]:
         return []
     from intent_spark.checks.audit import audit_verdict, write_audit
 
-    floor = run.conf.audit.floor_users
+    floor = run.conf.audit.sequence_users
     tasks = []
     for entry in run.conf.datasets:
         conf = run.source_conf(entry)
 
         def work(name: DatasetRef = entry.name, conf: SourceConf = conf) -> None:
-            run.progress(f"{name}: {audit_verdict(write_audit(run.spark, run.lake, name, conf, floor))}")
+            run.progress(f"{name}: {audit_verdict(write_audit(run.lake_context(), name, conf, floor))}")
 
         tasks.append(Task(AUDIT.name, entry.name, work, known(floor)))
     return tasks
@@ -29,7 +29,7 @@ def audit_tasks(run: Run) -> list[Task]:
 def _verify(run: Run, name: DatasetRef) -> None:
     from intent_spark.checks.verify import verify_dataset
 
-    failed = [f"{r.split}/{r.name}" for r in verify_dataset(run.spark, run.lake, name) if not r.ok]
+    failed = [f"{r.split}/{r.name}" for r in verify_dataset(run.lake_context(), name) if not r.ok]
     if failed:
         raise IntentError(f"checks failed: {', '.join(failed)}")
     run.progress(f"{name}: every leakage check and checksum passed")
@@ -47,7 +47,7 @@ AUDIT = Stage(
     ("ingest",),
     ("events",),
     ("reports/audit",),
-    "floor_users",
+    "sequence_users",
     audit_tasks,
     when="audit:",
     what="the paper's five admission criteria with verdicts",

@@ -12,14 +12,15 @@ from dataclasses import dataclass
 from functools import reduce
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef, parse_dataset
 from intent_spark.evaluate.leaks import leaked_targets
 from intent_spark.lake.checksum import table_checksums
-from intent_spark.lake.tables import has_table, ingested_source, read_table, source_table
+from intent_spark.lake.context import Lake
+from intent_spark.lake.tables import ingested_source, source_table
 
 MAX_TARGETS_PER_PERIOD = 100
 HASH_BUCKETS = 1 << 30
@@ -246,22 +247,22 @@ def count_violations(
     ]
 
 
-def verify_protocol(spark: SparkSession, lake: str, dataset: DatasetRef) -> list[CheckResult]:
+def verify_protocol(lake: Lake, dataset: DatasetRef) -> list[CheckResult]:
     """A protocol variant's leak (targets that some training event follows), then its
     checksums. Leave-last-out fails it by construction: that is what the check is for."""
-    rows = leaked_targets(spark, lake, dataset).collect()  # one row per cell
+    rows = leaked_targets(lake, dataset).collect()  # one row per cell
     leaked, total = sum(r.n_leaked for r in rows), sum(r.n_targets for r in rows)
     detail = f"{leaked:,} of {total:,} targets come before a training event: the model trains on their future"
     results = [CheckResult(dataset, S.TEST, "no_target_precedes_training", leaked, detail)]
-    return results + _checksum_results(spark, lake, dataset)
+    return results + _checksum_results(lake, dataset)
 
 
-def _checksum_results(spark: SparkSession, lake: str, dataset: str) -> list[CheckResult]:
+def _checksum_results(lake: Lake, dataset: str) -> list[CheckResult]:
     # One row per checksummed table.
-    stored = {r.table: (r.rows, r.checksum) for r in read_table(spark, lake, S.CHECKSUMS, dataset).collect()}
+    stored = {r.table: (r.rows, r.checksum) for r in lake.read(S.CHECKSUMS, dataset).collect()}
     results = []
     names = sorted({*MANIFEST_TABLES, *stored})
-    recomputed = table_checksums({t: read_table(spark, lake, t, dataset).drop(S.DATASET) for t in names})
+    recomputed = table_checksums({t: lake.read(t, dataset).drop(S.DATASET) for t in names})
     for table in names:
         value = (recomputed[table].rows, recomputed[table].checksum)
         differs = stored.get(table) != value
@@ -270,17 +271,17 @@ def _checksum_results(spark: SparkSession, lake: str, dataset: str) -> list[Chec
     return results
 
 
-def verify_dataset(spark: SparkSession, lake: str, dataset: DatasetRef) -> list[CheckResult]:
+def verify_dataset(lake: Lake, dataset: DatasetRef) -> list[CheckResult]:
     """Every check of every split of a dataset, then the checksum manifest."""
     if dataset.protocol:
-        return verify_protocol(spark, lake, dataset)
-    events = source_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+        return verify_protocol(lake, dataset)
+    events = source_table(lake.spark, lake.root, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
     # The splits table has two rows per dataset (test, val).
-    splits = {r[S.SPLIT]: r.asDict() for r in read_table(spark, lake, S.SPLITS, dataset).collect()}
-    holdout = read_table(spark, lake, S.HOLDOUT, dataset)
-    targets = read_table(spark, lake, S.TARGETS, dataset)
-    counts = read_table(spark, lake, S.SPLIT_COUNTS, dataset)
-    key = ingested_source(spark, lake, dataset)  # whose users the holdout hash is of
+    splits = {r[S.SPLIT]: r.asDict() for r in lake.read(S.SPLITS, dataset).collect()}
+    holdout = lake.read(S.HOLDOUT, dataset)
+    targets = lake.read(S.TARGETS, dataset)
+    counts = lake.read(S.SPLIT_COUNTS, dataset)
+    key = ingested_source(lake.spark, lake.root, dataset)  # whose users the holdout hash is of
     missing = [name for name in (S.TEST, S.VAL) if name not in splits]
     if missing:
         return [
@@ -295,7 +296,7 @@ def verify_dataset(spark: SparkSession, lake: str, dataset: DatasetRef) -> list[
         test_holdout,
         targets,
         counts,
-        _model_inputs(spark, lake, dataset, S.TEST),
+        _model_inputs(lake, dataset, S.TEST),
         key,
     )
     # The validation population is the test split's training data: known users, before the cutoff.
@@ -319,30 +320,27 @@ def verify_dataset(spark: SparkSession, lake: str, dataset: DatasetRef) -> list[
         val_holdout,
         targets,
         counts,
-        _model_inputs(spark, lake, dataset, S.VAL),
+        _model_inputs(lake, dataset, S.VAL),
         key,
     )
-    return results + _checksum_results(spark, lake, dataset)
+    return results + _checksum_results(lake, dataset)
 
 
-def _model_inputs(
-    spark: SparkSession, lake: str, dataset: str, split: str
-) -> tuple[DataFrame, DataFrame] | None:
+def _model_inputs(lake: Lake, dataset: str, split: str) -> tuple[DataFrame, DataFrame] | None:
     """The split's catalogue and training sequences, when the train stage has written them."""
-    if not all(has_table(spark, lake, t) for t in (S.CATALOGUE, S.TRAIN_SEQUENCES)):
+    if not all(lake.has(t) for t in (S.CATALOGUE, S.TRAIN_SEQUENCES)):
         return None
     frames = tuple(
-        read_table(spark, lake, t, dataset).where(F.col(S.SPLIT) == split)
-        for t in (S.CATALOGUE, S.TRAIN_SEQUENCES)
+        lake.read(t, dataset).where(F.col(S.SPLIT) == split) for t in (S.CATALOGUE, S.TRAIN_SEQUENCES)
     )
     if frames[0].isEmpty():
         return None
     return frames
 
 
-def lake_datasets(spark: SparkSession, lake: str) -> list[DatasetRef]:
+def lake_datasets(lake: Lake) -> list[DatasetRef]:
     """Datasets that have a splits table partition (a per-dataset list, not events); protocol
     variants only when named, since leave-last-out fails the leak check by design."""
-    rows = read_table(spark, lake, S.SPLITS).select(S.DATASET).distinct().collect()  # one per dataset
+    rows = lake.read(S.SPLITS).select(S.DATASET).distinct().collect()  # one per dataset
     refs = sorted(parse_dataset(r[S.DATASET]) for r in rows)
     return [ref for ref in refs if not ref.protocol]

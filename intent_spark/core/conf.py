@@ -26,7 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]  # a checkout's root (its .jars,
 # The built-in confs (sources, the split, Spark profiles, models): package data, so an installed
 # wheel reads the same files a checkout does (intent_spark/conf links to the checkout's conf/).
 CONF_DIR = Path(str(importlib.resources.files("intent_spark") / "conf"))
-# The model inputs' readers (lake/readers.py): auto is Petastorm where it runs, else arrow.
+# The model inputs' readers (train/readers.py): auto is Petastorm where it runs, else arrow.
 READERS = ("auto", "arrow", "petastorm")
 
 

@@ -72,7 +72,7 @@ class DatasetEntry:
 
 @dataclass(frozen=True)
 class AuditConf:
-    floor_users: int = SEQUENCE_FLOOR
+    sequence_users: int = SEQUENCE_FLOOR  # users with 3+ events a source needs (the paper's 25,000)
 
 
 @dataclass(frozen=True)
@@ -183,6 +183,11 @@ def load_run_conf(path: str | Path) -> RunConf:
     for part in ("audit", "backtest"):
         if raw.get(part, "") is None:  # `audit:` alone: the paper's floor; `backtest:`: 3 origins
             raw[part] = {}
+    if isinstance(raw.get("audit"), dict) and "floor_users" in raw["audit"]:
+        raise ConfError(
+            f"{child(child(where, 'audit'), 'floor_users')}: renamed sequence_users (users with 3+ events a "
+            "source needs); the cells' floor is the top-level floor_users"
+        )
     for i, entry in enumerate(raw.get("datasets") or []):
         if not isinstance(entry, dict) or "name" not in entry:
             raise ConfError(

@@ -123,6 +123,7 @@ HOLDOUT = "holdout"
 TARGETS = "targets"
 SPLIT_CANDIDATES = "split_candidates"
 SPLIT_COUNTS = "split_counts"
+FLOOR_USERS = "floor_users"  # cells with fewer users are not ranked
 CHECKSUMS = "checksums"
 
 SPLIT = "split"
@@ -202,6 +203,8 @@ SPLIT_COUNTS_SCHEMA = StructType(
         StructField("n_users", LongType(), False),
         StructField("n_targets", LongType(), False),
         StructField("below_floor", BooleanType(), False),
+        # the user floor the split applied: evaluate and report read it (null: split before it was kept)
+        StructField(FLOOR_USERS, LongType(), True),
     ]
 )
 
@@ -339,6 +342,7 @@ METRICS_SCHEMA = StructType(
         StructField("n_users", LongType(), False),
         StructField("n_targets", LongType(), False),
         StructField("below_floor", BooleanType(), False),
+        StructField(FLOOR_USERS, LongType(), True),  # the floor below_floor was flagged at
     ]
 )
 

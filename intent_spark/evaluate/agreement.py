@@ -19,14 +19,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import PROTOCOLS, TRANSFER_SEPARATOR, protocol_variant
 from intent_spark.evaluate.metrics import bootstrap_weight
+from intent_spark.lake.context import Lake
 from intent_spark.lake.reports import compare_folder
-from intent_spark.lake.tables import read_table
 from intent_spark.split.protocols import PROTOCOL_CELLS
 
 SETTING = "setting"
@@ -180,14 +180,14 @@ REFERENCE_CELLS = ("known_future_seen", "known_future_new", "new_future_seen", "
 
 
 def write_agreement(
-    spark: SparkSession, lake: str, dataset: str, protocols: Sequence[str], *, replicates: int, seed: int = 0
+    lake: Lake, dataset: str, protocols: Sequence[str], *, replicates: int, seed: int = 0
 ) -> Path | None:
     """Kendall tau-b of each protocol setting's model order (test NDCG@10) against each INTENT
     deployment cell's, with paired user-bootstrap intervals: ``LAKE/reports/compare/
     <dataset>.agreement.csv``. None when the dataset has no evaluated protocol variant."""
     variants = [protocol_variant(dataset, p) for p in protocols]
     users = (
-        read_table(spark, lake, S.USER_METRICS)
+        lake.read(S.USER_METRICS)
         .where(
             F.col(S.DATASET).isin([dataset, *variants])
             & (F.col(S.SPLIT) == S.TEST)
@@ -204,15 +204,15 @@ def write_agreement(
     pairs = [(other, reference) for other in others for reference in references]
     table = protocol_agreement(users, pairs, replicates=replicates, seed=seed)
     table.insert(0, S.DATASET, dataset)
-    path = compare_folder(lake) / f"{dataset}.agreement.csv"
+    path = compare_folder(lake.root) / f"{dataset}.agreement.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(path, index=False)
     return path
 
 
-def evaluated_protocols(spark: SparkSession, lake: str, dataset: str) -> list[str]:
+def evaluated_protocols(lake: Lake, dataset: str) -> list[str]:
     """The protocols whose variant of ``dataset`` has metrics, in the order of ``PROTOCOLS``."""
     names = {protocol_variant(dataset, p): p for p in PROTOCOLS}
-    rows = read_table(spark, lake, S.METRICS_TABLE).where(F.col(S.DATASET).isin(list(names)))
+    rows = lake.read(S.METRICS_TABLE).where(F.col(S.DATASET).isin(list(names)))
     found = {r[S.DATASET] for r in rows.select(S.DATASET).distinct().collect()}  # a row per variant
     return [p for name, p in names.items() if name in found]

@@ -18,14 +18,14 @@ from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import TRANSFER_SEPARATOR, origin_variant
 from intent_spark.evaluate.agreement import SETTING, VALUE, protocol_agreement
+from intent_spark.lake.context import Lake
 from intent_spark.lake.reports import compare_folder
-from intent_spark.lake.tables import backtest_origin, read_table
+from intent_spark.lake.tables import backtest_origin
 
 END = "end"  # the full data: the benchmark as run
 SETTING_SEPARATOR = "|"
@@ -36,10 +36,10 @@ def origin_label(origin: datetime | None) -> str:
     return END if origin is None else f"{origin:%Y-%m-%d}"
 
 
-def origin_rows(spark: SparkSession, lake: str, dataset: str, origins: int) -> pd.DataFrame:
+def origin_rows(lake: Lake, dataset: str, origins: int) -> pd.DataFrame:
     """One row per origin, oldest first, then the full data: its variant, date and cutoffs."""
-    events = read_table(spark, lake, S.EVENTS, dataset)
-    splits = read_table(spark, lake, S.SPLITS)
+    events = lake.read(S.EVENTS, dataset)
+    splits = lake.read(S.SPLITS)
     rows = []
     for back in [*range(origins, 0, -1), None]:
         variant = dataset if back is None else origin_variant(dataset, back)
@@ -63,7 +63,7 @@ def origin_rows(spark: SparkSession, lake: str, dataset: str, origins: int) -> p
 
 
 def backtest_agreement(
-    spark: SparkSession, lake: str, dataset: str, origins: pd.DataFrame, *, replicates: int, seed: int = 0
+    lake: Lake, dataset: str, origins: pd.DataFrame, *, replicates: int, seed: int = 0
 ) -> pd.DataFrame:
     """Kendall tau-b of the test model order (NDCG@10) of every cell between consecutive origins
     (the last pair: origin 1 and the full data), with paired user-bootstrap intervals."""
@@ -72,7 +72,7 @@ def backtest_agreement(
     for variant, text in labels.items():
         label = F.when(F.col(S.DATASET) == variant, F.lit(text)).otherwise(label)
     users = (
-        read_table(spark, lake, S.USER_METRICS)
+        lake.read(S.USER_METRICS)
         .where(
             F.col(S.DATASET).isin(list(labels))
             & (F.col(S.SPLIT) == S.TEST)
@@ -107,17 +107,13 @@ def backtest_agreement(
     return table
 
 
-def write_backtest(
-    spark: SparkSession, lake: str, dataset: str, origins: int, *, replicates: int, seed: int = 0
-) -> Path:
+def write_backtest(lake: Lake, dataset: str, origins: int, *, replicates: int, seed: int = 0) -> Path:
     """``LAKE/reports/compare/<dataset>.origins.csv`` and ``<dataset>.backtest.csv``; returns
     the latter."""
-    folder = compare_folder(lake)
+    folder = compare_folder(lake.root)
     folder.mkdir(parents=True, exist_ok=True)
-    table = origin_rows(spark, lake, dataset, origins)
+    table = origin_rows(lake, dataset, origins)
     table.to_csv(folder / f"{dataset}.origins.csv", index=False)
     path = folder / f"{dataset}.backtest.csv"
-    backtest_agreement(spark, lake, dataset, table, replicates=replicates, seed=seed).to_csv(
-        path, index=False
-    )
+    backtest_agreement(lake, dataset, table, replicates=replicates, seed=seed).to_csv(path, index=False)
     return path

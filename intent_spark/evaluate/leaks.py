@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
+from intent_spark.lake.context import Lake
 from intent_spark.lake.reports import compare_folder
-from intent_spark.lake.tables import read_table
 from intent_spark.split.cells import training_events
 
 
@@ -24,13 +24,13 @@ def targets_preceding_training(training: DataFrame, targets: DataFrame) -> DataF
     )
 
 
-def leaked_targets(spark: SparkSession, lake: str, dataset: DatasetRef) -> DataFrame:
+def leaked_targets(lake: Lake, dataset: DatasetRef) -> DataFrame:
     """Per test cell: ``n_targets`` and ``n_leaked``, the targets some training event of the
     split follows in time (an INTENT split's, or a protocol variant's). One row per cell."""
     from intent_spark.split.populations import labelled_populations
 
-    labelled = labelled_populations(spark, lake, dataset)[S.TEST]
-    targets = read_table(spark, lake, S.TARGETS, dataset).where(F.col(S.SPLIT) == S.TEST)
+    labelled = labelled_populations(lake.spark, lake.root, dataset)[S.TEST]
+    targets = lake.read(S.TARGETS, dataset).where(F.col(S.SPLIT) == S.TEST)
     leaked = targets_preceding_training(training_events(labelled), targets).select(
         S.SEQ, F.lit(1).alias("_leaked")
     )
@@ -41,11 +41,11 @@ def leaked_targets(spark: SparkSession, lake: str, dataset: DatasetRef) -> DataF
     )
 
 
-def write_leaks(spark: SparkSession, lake: str, dataset: DatasetRef) -> Path:
+def write_leaks(lake: Lake, dataset: DatasetRef) -> Path:
     """Per test cell, the targets that some training event follows in time."""
-    table = leaked_targets(spark, lake, dataset).toPandas()  # one row per cell
+    table = leaked_targets(lake, dataset).toPandas()  # one row per cell
     table.insert(0, S.DATASET, dataset)
-    path = compare_folder(lake) / f"{dataset}.leaks.csv"
+    path = compare_folder(lake.root) / f"{dataset}.leaks.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(path, index=False)
     return path

@@ -116,7 +116,11 @@ def cell_metrics(users: DataFrame, floor_users: int, bootstrap: int = 0, seed: i
         F.count(F.lit(1)).alias("n_users"),
         F.sum("n_targets").alias("n_targets"),
     )
-    return by_metric.unionByName(ties).withColumn("below_floor", F.col("n_users") < floor_users)
+    return (
+        by_metric.unionByName(ties)
+        .withColumn("below_floor", F.col("n_users") < floor_users)
+        .withColumn(S.FLOOR_USERS, F.lit(floor_users).cast("long"))
+    )
 
 
 def mlflow_name(split: str, cell: str, metric: str, k: int) -> str:
@@ -125,50 +129,72 @@ def mlflow_name(split: str, cell: str, metric: str, k: int) -> str:
 
 
 def evaluate(
-    lake: Lake, dataset: str, *, floor_users: int, bootstrap: int = 0, correction: str = DEFAULT_CORRECTION
+    lake: Lake,
+    dataset: str,
+    *,
+    floor_users: int | None = None,
+    bootstrap: int = 0,
+    correction: str = DEFAULT_CORRECTION,
 ) -> int:
     """Write ``user_metrics``, ``metrics`` and ``comparisons`` from ``ranks``; log each model's
-    cell metrics to its MLflow training run. Returns the number of metric rows."""
+    cell metrics to its MLflow training run (unless tracking is off). Cells are flagged at the
+    floor the split applied; ``floor_users`` overrides it, said in the progress line and kept in
+    ``metrics.floor_users`` for the report to say. Returns the number of metric rows."""
     from intent_spark.lake.progress import spark_progress
 
-    # the store given, not the default: a lake context without one logs no cell metrics
-    spark, tracking_uri, progress = lake.spark, lake.tracking_uri, lake.progress
-    with spark_progress(spark, progress, f"{dataset} evaluate"):
-        rows = _metric_tables(lake, dataset, floor_users, bootstrap, correction)
-    if tracking_uri:
-        log_cell_metrics(tracking_uri, dataset, rows, progress)
+    floor = evaluation_floor(lake, dataset, floor_users)
+    with spark_progress(lake.spark, lake.progress, f"{dataset} evaluate"):
+        rows = _metric_tables(lake, dataset, floor, bootstrap, correction)
+    if lake.tracking:
+        log_cell_metrics(lake.tracking, dataset, rows, lake.progress)
     return len(rows)
 
 
-def _metric_tables(lake: Lake, dataset: str, floor_users: int, bootstrap: int, correction: str) -> list:
-    from intent_spark.lake.tables import read_table, write_dataset
+def evaluation_floor(lake: Lake, dataset: str, override: int | None) -> int:
+    """The floor the split recorded, or ``override`` (said when it differs); a split written
+    before the floor was kept falls back to the split conf's."""
+    from intent_spark.split.conf import conf_floor
+    from intent_spark.split.split_tables import split_floor
 
-    spark, root, progress = lake.spark, lake.root, lake.progress
-    ranks = read_table(spark, root, S.RANKS, dataset)
+    applied = split_floor(lake, dataset)
+    if applied is None:
+        applied = conf_floor(dataset)
+        lake.progress(
+            f"{dataset}: its split kept no user floor (split before it was kept): conf/split.yaml's {applied:,}"
+        )
+    if override is None or override == applied:
+        return applied
+    lake.progress(
+        f"{dataset}: cells flagged at {override:,} users (--floor-users), an override of the split's {applied:,}"
+    )
+    return override
+
+
+def _metric_tables(lake: Lake, dataset: str, floor_users: int, bootstrap: int, correction: str) -> list:
+    progress = lake.progress
+    ranks = lake.read(S.RANKS, dataset)
     progress(f"{dataset}: per-user metrics")
-    write_dataset(user_metrics(ranks, submission_limits(spark, root, dataset)), root, S.USER_METRICS, dataset)
+    lake.write(user_metrics(ranks, submission_limits(lake, dataset)), S.USER_METRICS, dataset)
     fault_point("evaluate.user_metrics")
     # Read once: the cell metrics and every comparison family are computed from this one set.
-    users = read_table(spark, root, S.USER_METRICS, dataset).persist(StorageLevel.MEMORY_AND_DISK)
+    users = lake.read(S.USER_METRICS, dataset).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         how = f"{bootstrap} bootstrap replicates" if bootstrap else "normal"
         progress(f"{dataset}: cell metrics with 95% intervals ({how})")
-        write_dataset(cell_metrics(users, floor_users, bootstrap), root, S.METRICS_TABLE, dataset)
-        metrics = read_table(spark, root, S.METRICS_TABLE, dataset)
+        lake.write(cell_metrics(users, floor_users, bootstrap), S.METRICS_TABLE, dataset)
+        metrics = lake.read(S.METRICS_TABLE, dataset)
         progress(f"{dataset}: paired model comparisons, memorization gaps and retention")
-        write_dataset(comparisons(users, metrics, correction=correction), root, S.COMPARISONS, dataset)
+        lake.write(comparisons(users, metrics, correction=correction), S.COMPARISONS, dataset)
         return metrics.collect()  # cells x models x metrics: small
     finally:
         users.unpersist()
 
 
-def submission_limits(spark, lake: str, dataset: str) -> DataFrame | None:
+def submission_limits(lake: Lake, dataset: str) -> DataFrame | None:
     """``dataset, split, model, list_length`` of the dataset's scored submissions, if any."""
-    from intent_spark.lake.tables import has_table, read_table
-
-    if not has_table(spark, lake, S.SUBMISSIONS):
+    if not lake.has(S.SUBMISSIONS):
         return None
-    return read_table(spark, lake, S.SUBMISSIONS, dataset).select(S.DATASET, S.SPLIT, S.MODEL, S.LIST_LENGTH)
+    return lake.read(S.SUBMISSIONS, dataset).select(S.DATASET, S.SPLIT, S.MODEL, S.LIST_LENGTH)
 
 
 def log_cell_metrics(tracking_uri: str, dataset: str, rows: list, progress: Progress = silent) -> None:

@@ -4,13 +4,13 @@ read its outputs or the split's: leaks, protocol agreement and backtest."""
 from __future__ import annotations
 
 from intent_spark.core.datasets import DatasetRef
-from intent_spark.core.stage import DATASET, Run, Stage, Task, known, per_dataset
+from intent_spark.core.stage_spec import DATASET, Run, Stage, Task, known, per_dataset
 
 
 def _write_leaks(run: Run, name: DatasetRef) -> None:
     from intent_spark.evaluate.leaks import write_leaks
 
-    write_leaks(run.spark, run.lake, name)
+    write_leaks(run.lake_context(), name)
 
 
 def leaks_tasks(run: Run) -> list[Task]:
@@ -22,13 +22,20 @@ def evaluate_tasks(run: Run) -> list[Task]:
     from intent_spark.evaluate.metrics import evaluate
 
     tasks = []
-    for name in run.scored():
-        floor = run.split_conf(name).floor_users
+    for name in run.scored():  # at the floor its split recorded (the split conf's, in its fingerprint)
 
-        def work(name: DatasetRef = name, floor: int = floor) -> None:
-            evaluate(run.lake_context(), name, floor_users=floor, correction=run.conf.correction)
+        def work(name: DatasetRef = name) -> None:
+            call = run.call  # a command's override of the split's floor, its bootstrap
+            rows = evaluate(
+                run.lake_context(),
+                name,
+                floor_users=call.floor_users,
+                bootstrap=call.bootstrap,
+                correction=run.conf.correction,
+            )
+            run.progress(f"{name}: {rows:,} metric rows in metrics, per-user scores in user_metrics")
 
-        tasks.append(Task(EVALUATE.name, name, work, known(floor, run.conf.correction)))
+        tasks.append(Task(EVALUATE.name, name, work, known(run.conf.correction)))
     return tasks
 
 
@@ -42,7 +49,7 @@ def agreement_tasks(run: Run) -> list[Task]:
     for name in compare.datasets:
 
         def work(name: DatasetRef = name) -> None:
-            write_agreement(run.spark, run.lake, name, compare.protocols, replicates=compare.replicates)
+            write_agreement(run.lake_context(), name, compare.protocols, replicates=compare.replicates)
 
         evaluated = tuple((EVALUATE.name, d, None) for d in [name, *compare.protocol_variants(name)])
         tasks.append(Task(AGREEMENT.name, name, work, known(compare.replicates), reads=evaluated))
@@ -59,7 +66,7 @@ def backtest_tasks(run: Run) -> list[Task]:
     for name in run.conf.backtested:
 
         def work(name: DatasetRef = name) -> None:
-            path = write_backtest(run.spark, run.lake, name, backtest.origins, replicates=backtest.replicates)
+            path = write_backtest(run.lake_context(), name, backtest.origins, replicates=backtest.replicates)
             run.progress(f"{name}: backtest over {backtest.origins} origins in {path}")
 
         evaluated = tuple((EVALUATE.name, d, None) for d in [*backtest.variants(name), name])
@@ -85,7 +92,7 @@ EVALUATE = Stage(
     ("score", "transfer"),
     ("ranks",),
     ("user_metrics", "metrics", "comparisons", "MLflow metrics"),
-    "floor_users",
+    "correction (the floor: its split's)",
     evaluate_tasks,
     scheduled=True,
     what="per-user and per-cell metrics with intervals, paired comparisons",

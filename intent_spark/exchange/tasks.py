@@ -27,7 +27,7 @@ from intent_spark.core.errors import IntentError
 from intent_spark.exchange.formats import format_text
 from intent_spark.lake.context import Lake
 from intent_spark.lake.files import filesystem, write_single_file
-from intent_spark.lake.tables import has_table, read_table, source_table
+from intent_spark.lake.tables import read_table, source_table
 from intent_spark.split.cells import training_events
 from intent_spark.split.populations import labelled_populations
 from intent_spark.split.targets import target_id
@@ -55,6 +55,7 @@ class Exported:
 
 def split_targets(spark: SparkSession, lake: str, dataset: str, split: str | None = None) -> DataFrame:
     """The targets table (of one split, or all) with each target's public ``target_id``."""
+    # (spark, root) while exchange/submissions.py (another engineer's) calls it so
     targets = read_table(spark, lake, S.TARGETS, dataset)
     if split is not None:
         targets = targets.where(F.col(S.SPLIT) == split)
@@ -142,7 +143,7 @@ def export_tasks(
     spark, root, progress = lake.spark, lake.root, lake.progress
     if context < 1:
         raise IntentError(f"--context {context}: a context keeps at least one event")
-    if not has_table(spark, root, S.TARGETS) or read_table(spark, root, S.TARGETS, dataset).isEmpty():
+    if not lake.has(S.TARGETS) or lake.read(S.TARGETS, dataset).isEmpty():
         raise IntentError(f"{root}: no targets of {dataset}; run `intent split --dataset {dataset}` first")
     populations = labelled_populations(spark, root, dataset)
     wanted = list(splits or populations)
@@ -152,7 +153,7 @@ def export_tasks(
     events = source_table(spark, root, S.EVENTS, dataset)
     amounts = not events.where(F.col(S.AMOUNT).isNotNull()).isEmpty()
     attributes = events.select(S.USER_ID, S.SEQ, S.EVENT_TYPE, S.AMOUNT)
-    items = source_table(spark, root, S.ITEMS, dataset) if has_table(spark, root, S.ITEMS) else None
+    items = source_table(spark, root, S.ITEMS, dataset) if lake.has(S.ITEMS) else None
     done = []
     for split in wanted:
         folder = f"{out.rstrip('/')}/{split}"

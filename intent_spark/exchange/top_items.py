@@ -14,14 +14,13 @@ from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.lake.context import Lake
-from intent_spark.lake.readers import split_files, user_blocks
-from intent_spark.lake.tables import read_table
 from intent_spark.lake.tracking import download_artifacts
 from intent_spark.plugin import pick_device
 from intent_spark.split.populations import SPLITS
 from intent_spark.train.build import load_model, split_catalogue
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.plugin_errors import saves_tracebacks
+from intent_spark.train.readers import split_files, user_blocks
 from intent_spark.train.score import drop_staging, scoring_run
 
 
@@ -55,7 +54,7 @@ def export_top_items(
     from intent_spark.split.targets import target_id
     from intent_spark.train.ranker import ModelFault, top_items
 
-    spark, root, tracking_uri, progress = lake.spark, lake.root, lake.tracking, lake.progress
+    progress = lake.progress
     out, split, k = export.out, export.split, export.k
     fmt = "parquet" if out.endswith(".parquet") else "json" if out.endswith((".jsonl", ".json")) else None
     if fmt is None:
@@ -67,12 +66,12 @@ def export_top_items(
     if split not in run.data.params.get("splits", ",".join(SPLITS)).split(","):
         raise IntentError(f"{dataset} {name}: MLflow run {run.info.run_id} has no {split} split")
     device = pick_device()
-    rows = read_table(spark, root, S.CATALOGUE, dataset).where(F.col(S.SPLIT) == split)
+    rows = lake.read(S.CATALOGUE, dataset).where(F.col(S.SPLIT) == split)
     index = rows.select(S.ITEM_INDEX, S.ITEM_ID).toPandas()  # one row per item, never events
     item_ids = np.empty(int(index[S.ITEM_INDEX].max()) + 1, dtype=object)
     item_ids[index[S.ITEM_INDEX].to_numpy()] = index[S.ITEM_ID].to_numpy()
-    expected = read_table(spark, root, S.TARGETS, dataset).where(F.col(S.SPLIT) == split).count()
-    staging = f"{root.rstrip('/')}/_staging/export/{dataset}/{name}"
+    expected = lake.read(S.TARGETS, dataset).where(F.col(S.SPLIT) == split).count()
+    staging = f"{lake.root.rstrip('/')}/_staging/export/{dataset}/{name}"
     fs, path = filesystem(f"{staging}/{split}.parquet")
     schema = pa.schema(
         [(S.SEQ, pa.int64()), ("items", pa.list_(pa.string())), ("scores", pa.list_(pa.float64()))]
@@ -91,11 +90,11 @@ def export_top_items(
     written = 0
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            folder = download_artifacts(tracking_uri, run.info.run_id, "model", tmp)
+            folder = download_artifacts(lake.tracking_store("score"), run.info.run_id, "model", tmp)
             fitted = load_model(
-                cls, folder / split, split_catalogue(spark, root, dataset, split, conf.reader), conf, device
+                cls, folder / split, split_catalogue(lake, dataset, split, conf.reader), conf, device
             )
-            urls = split_files(spark, root, S.SCORE_EVENTS, dataset, split)
+            urls = split_files(lake, S.SCORE_EVENTS, dataset, split)
             fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
             listed = top_items(
                 fitted,
@@ -125,12 +124,12 @@ def export_top_items(
                 written += len(batch[S.SEQ])
         if written != expected:
             raise IntentError(f"{where}: listed {written:,} targets but the split has {expected:,}")
-        targets = read_table(spark, root, S.TARGETS, dataset).where(F.col(S.SPLIT) == split)
+        targets = lake.read(S.TARGETS, dataset).where(F.col(S.SPLIT) == split)
         named = targets.select(
             S.SEQ,
             target_id(F.col(S.DATASET), F.col(S.SPLIT), F.col(S.USER_ID), F.col(S.SEQ)).alias(S.TARGET_ID),
         )
-        answers = spark.read.parquet(f"{staging}/{split}.parquet").join(named, S.SEQ)
+        answers = lake.spark.read.parquet(f"{staging}/{split}.parquet").join(named, S.SEQ)
         rows_out = write_single_file(
             answers.select(S.TARGET_ID, "items", "scores").orderBy(S.TARGET_ID), out, fmt
         )

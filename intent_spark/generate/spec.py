@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from intent_spark.core.runconf import DatasetEntry
-from intent_spark.core.stage import DATASET, Run, Stage, Task
+from intent_spark.core.stage_spec import DATASET, Run, Stage, Task
 from intent_spark.lake.files import raw_listing
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from intent_spark.core.runconf import DatasetEntry
 from intent_spark.core.sources import SourceConf
-from intent_spark.core.stage import DATASET, Run, Stage, Task
+from intent_spark.core.stage_spec import DATASET, Run, Stage, Task
 from intent_spark.lake.files import raw_listing
 
 
@@ -17,12 +17,20 @@ def ingest_tasks(run: Run) -> list[Task]:
         folder = run.raw_folder(entry)
 
         def work(entry: DatasetEntry = entry, conf: SourceConf = conf, folder: str = folder) -> None:
+            from intent_spark.ingest.files import check_source_folder
+
+            check_source_folder(folder)  # a missing or empty folder: one line, before Spark starts
+            lake = run.lake_context()
             summary = ingest_source(
-                run.spark, conf, folder, run.lake, dataset=entry.name, progress=run.progress
+                lake.spark, conf, folder, lake.root, dataset=entry.name, progress=lake.progress
             )
             run.progress(
-                f"{entry.name}: {summary.events:,} events, {summary.rejects:,} rejects, {summary.items:,} items"
+                f"{entry.name}: {summary.raw_rows:,} raw rows in {summary.files} file(s) -> "
+                f"{summary.events:,} events, {summary.rejects:,} rejects; {summary.items:,} items "
+                f"({conf.level}), {summary.users:,} users"
             )
+            if summary.rejects:
+                run.progress(f"{entry.name}: rejected rows with reasons are in {lake.path('rejects')}")
 
         def settings(name: str = entry.name, conf: SourceConf = conf, folder: str = folder) -> tuple | None:
             if ("generate", name, None) in run.planned_runs:

@@ -173,11 +173,11 @@ def write_single_file(df, path: str, fmt: str = "parquet", row_group_rows: int =
     return rows
 
 
-def remove_staging(lake: str, sources: set[str], progress: Progress = silent) -> list[str]:
+def remove_staging(root: str, sources: set[str], progress: Progress = silent) -> list[str]:
     """Delete what killed trainings and scorings of these sources (and their variants) left in
     ``LAKE/_staging/<kind>/<dataset>``; the caller holds their locks. Returns what it removed."""
-    system, root = filesystem(lake if "://" in lake else str(Path(lake).resolve()))
-    staging = f"{root.rstrip('/')}/_staging"
+    system, inside = filesystem(root if "://" in root else str(Path(root).resolve()))
+    staging = f"{inside.rstrip('/')}/_staging"
     removed = []
     for kind in system.get_file_info(pafs.FileSelector(staging, allow_not_found=True)):
         if kind.type != pafs.FileType.Directory:

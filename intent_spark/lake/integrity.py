@@ -147,10 +147,10 @@ def check_table(spark: SparkSession, path: str) -> None:
         raise DamagedTable(f"{path}: damaged: {faults[0]}{more}")
 
 
-def lake_tables(lake: str) -> list[str]:
+def lake_tables(root: str) -> list[str]:
     """Every Delta table of the lake (a top-level folder with a ``_delta_log``)."""
-    system, root = filesystem(lake if "://" in lake else str(Path(lake).resolve()))
-    folders = [i for i in _list(system, root, recursive=False) if i.type == pafs.FileType.Directory]
+    system, inside = filesystem(root if "://" in root else str(Path(root).resolve()))
+    folders = [i for i in _list(system, inside, recursive=False) if i.type == pafs.FileType.Directory]
     return sorted(
         f.base_name
         for f in folders
@@ -159,6 +159,6 @@ def lake_tables(lake: str) -> list[str]:
     )
 
 
-def lake_faults(spark: SparkSession, lake: str) -> dict[str, list[str]]:
+def lake_faults(spark: SparkSession, root: str) -> dict[str, list[str]]:
     """Each table of the lake with its faults (an empty list: whole)."""
-    return {table: table_faults(spark, f"{lake.rstrip('/')}/{table}") for table in lake_tables(lake)}
+    return {table: table_faults(spark, f"{root.rstrip('/')}/{table}") for table in lake_tables(root)}

@@ -38,15 +38,15 @@ from intent_spark.core.progress import Progress, silent
 
 LOCKS = "_locks"
 UNLOCKED_STORE = (
-    "{lake}: no lock taken ({why}); runs of one dataset of this lake must be serialised by "
+    "{root}: no lock taken ({why}); runs of one dataset of this lake must be serialised by "
     "whoever starts them (one job at a time: databricks.yml's max_concurrent_runs: 1)"
 )
 
 
-def _local_root(lake: str) -> Path | None:
-    if lake.startswith("file://"):
-        return Path(lake.removeprefix("file://"))
-    return None if "://" in lake else Path(lake)
+def _local_root(root: str) -> Path | None:
+    if root.startswith("file://"):
+        return Path(root.removeprefix("file://"))
+    return None if "://" in root else Path(root)
 
 
 def _started(pid: int) -> str | None:
@@ -158,15 +158,15 @@ class _FolderLocks:
 class _StoreLocks:
     """Lock objects ``LAKE/_locks/<source>.json`` on an S3-API store, by conditional writes."""
 
-    def __init__(self, lake: str) -> None:
+    def __init__(self, root: str) -> None:
         import boto3
         from botocore.config import Config
 
         from intent_spark.lake.files import ENDPOINT_ENV
 
-        bucket, _, prefix = lake.split("://", 1)[1].partition("/")
+        bucket, _, prefix = root.split("://", 1)[1].partition("/")
         self.bucket, self.prefix = bucket, f"{prefix.strip('/')}/{LOCKS}/".lstrip("/")
-        self.lake = lake
+        self.root = root
         endpoint = os.environ.get(ENDPOINT_ENV) or None
         self.client = boto3.client(
             "s3",
@@ -182,7 +182,7 @@ class _StoreLocks:
         self.tags: dict[str, str] = {}  # the ETag of each lock read or written here
 
     def where(self, source: str) -> str:
-        return f"{self.lake.rstrip('/')}/{LOCKS}/{source}.json"
+        return f"{self.root.rstrip('/')}/{LOCKS}/{source}.json"
 
     def take(self, source: str, me: dict[str, Any]) -> dict[str, Any] | None:
         from botocore.exceptions import ClientError
@@ -237,13 +237,13 @@ class _StoreLocks:
             )
 
 
-def _store_locks(lake: str, progress: Callable[[str], None]) -> _StoreLocks | None:
+def _store_locks(root: str, progress: Callable[[str], None]) -> _StoreLocks | None:
     """The store's lock objects, or None (with the line saying so) where it cannot hold one."""
     try:
-        locks = _StoreLocks(lake)
+        locks = _StoreLocks(root)
     except ImportError:
         progress(
-            UNLOCKED_STORE.format(lake=lake, why="boto3 is not installed: pip install 'intent-spark[store]'")
+            UNLOCKED_STORE.format(root=root, why="boto3 is not installed: pip install 'intent-spark[store]'")
         )
         return None
     return locks
@@ -257,12 +257,12 @@ def _refused_condition(exc: BaseException) -> bool:
     return code == "NotImplemented" or status == 501
 
 
-def _store_failure(lake: str, source: str, exc: BaseException) -> IntentError:
+def _store_failure(root: str, source: str, exc: BaseException) -> IntentError:
     """A store error while taking a lock, as one line naming the lock's URI."""
     from intent_spark.lake.files import ENDPOINT_ENV
 
     code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code", "")
-    where = f"{lake.rstrip('/')}/{LOCKS}/{source}.json"
+    where = f"{root.rstrip('/')}/{LOCKS}/{source}.json"
     if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
         why = "access denied (the credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
     elif code == "NoSuchBucket":
@@ -276,18 +276,18 @@ def _store_failure(lake: str, source: str, exc: BaseException) -> IntentError:
 
 @contextmanager
 def dataset_lock(
-    lake: str, datasets: Iterable[DatasetRef], command: str, progress: Progress = silent
+    root: str, datasets: Iterable[DatasetRef], command: str, progress: Progress = silent
 ) -> Iterator[None]:
     """Hold the write lock of every source of ``datasets`` inside the block (all or none)."""
     from intent_spark.lake.files import on_store
 
     sources = sorted({d.source for d in datasets})
-    root = _local_root(lake)
+    folder = _local_root(root)
     locks: _FolderLocks | _StoreLocks | None = None
-    if sources and root is not None:
-        locks = _FolderLocks(root)
-    elif sources and on_store(lake):
-        locks = _store_locks(lake, progress)
+    if sources and folder is not None:
+        locks = _FolderLocks(folder)
+    elif sources and on_store(root):
+        locks = _store_locks(root, progress)
     if locks is None:
         yield
         return
@@ -309,15 +309,15 @@ def dataset_lock(
                     if isinstance(locks, _FolderLocks):
                         raise
                     if _refused_condition(exc):
-                        progress(UNLOCKED_STORE.format(lake=lake, why="the store refuses conditional writes"))
+                        progress(UNLOCKED_STORE.format(root=root, why="the store refuses conditional writes"))
                         break
-                    raise _store_failure(lake, source, exc) from exc
+                    raise _store_failure(root, source, exc) from exc
                 if holder is None:
                     held.append(source)
                     break
                 if holder and _alive(holder):
                     raise IntentError(
-                        f"{lake}: {source} is being written by {describe(holder)}; this command stops "
+                        f"{root}: {source} is being written by {describe(holder)}; this command stops "
                         f"rather than mix its tables with that one's (delete {locks.where(source)} if that process is gone)"
                     )
                 if holder and locks.release_stale(source, holder):

@@ -3,13 +3,14 @@
 PySpark calls ``importlib.invalidate_caches()`` at the start of every task. On Python 3.11 each
 ``zipimporter`` on the worker's path then reads its archive's whole directory again: pyspark's
 zip (once per package imported from it), py4j's, and spark-core's jar (5,261 entries). That is
-~0.12 s of CPU per task, most of a small frame's cost (BENCHMARKS.md). Python 3.12 made the
+~0.12 s of CPU per task, most of a small frame's cost (docs/bench/notes/test-session.md). Python 3.12 made the
 re-read lazy. Here an archive is read again only when its size or modification time changed.
 
-The embedded session names this module as ``spark.python.daemon.module`` when its workers run on
-the driver's own interpreter (where this package is importable); the daemon forks every worker
-from this process, so each inherits the change. Spark's own daemon does the rest, and all of it
-from Python 3.12 on, where the change is not made.
+Opt-in: a session whose workers run on an interpreter where this package is importable may name
+this module as ``spark.python.daemon.module`` (in a Spark profile or ``--spark-conf``); the test
+suite's profile does (tests/conftest.py), no session of the package does on its own. The daemon
+forks every worker from this process, so each inherits the change. Spark's own daemon does the
+rest, and all of it from Python 3.12 on, where the change is not made.
 """
 
 from __future__ import annotations

@@ -77,12 +77,6 @@ logger.jetty.level = warn
 """
 
 
-# A class-data archive (AppCDS) of the driver JVM: the classes a run loads, mapped from one file
-# already parsed and verified instead of read from the jars at every start (JVM start and a first
-# Delta write: 11.5 s without it, 6.5 s with it, on 2 cores). `make class-archive` builds it for
-# this JDK and these jars; absent, or built by another JDK, the JVM starts as it always did.
-CLASS_ARCHIVE = JARS_DIR / "driver-classes.jsa"
-
 LAUNCHED: list[Path] = []  # the log of the JVM this process launched quietly, if it did
 
 
@@ -99,14 +93,6 @@ def _quiet_java_options(current: str) -> str:
     conf = path.with_suffix(".log4j2.properties")
     conf.write_text(_LOG4J2.format(path=path), encoding="utf-8")
     return f"{current} -Dlog4j2.configurationFile={conf.as_uri()}".strip()
-
-
-def with_class_archive(current: str) -> str:
-    """The driver's Java options reading ``CLASS_ARCHIVE`` where it exists and the options do not
-    already name an archive; ``-Xshare:auto`` starts without it if this JDK cannot map it."""
-    if not CLASS_ARCHIVE.is_file() or "ArchiveClassesAtExit" in current or "SharedArchiveFile" in current:
-        return current
-    return f"{current} -XX:SharedArchiveFile={CLASS_ARCHIVE} -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off".strip()
 
 
 class SparkSettings(dict[str, str]):
@@ -319,9 +305,6 @@ def build_session(
             conf["spark.jars.packages"] = delta_packages()
     if not submitted:
         _workers_on_this_interpreter(conf)
-        conf["spark.driver.extraJavaOptions"] = with_class_archive(
-            conf.get("spark.driver.extraJavaOptions", "")
-        )
     quiet = not submitted and os.environ.get(VERBOSE_ENV) != "1"
     if quiet:
         conf["spark.driver.extraJavaOptions"] = _quiet_java_options(
@@ -341,20 +324,15 @@ def build_session(
 
 PYTHON_ENV = "PYSPARK_PYTHON"
 PYTHON_KEY = "spark.pyspark.python"
-DAEMON_KEY = "spark.python.daemon.module"
 
 
 def _workers_on_this_interpreter(conf: dict[str, str]) -> None:
     """Spark starts its Python workers with ``$PYSPARK_PYTHON``, else ``python3`` from PATH: absent
     on a machine with only ``python3.11``, another minor version (which PySpark refuses) on
     others. The embedded session names the driver's own interpreter unless the environment or the
-    settings (``spark.pyspark.python``) name one; PySpark reads only the environment variable.
-    Workers on the driver's own interpreter fork from ``python_daemon``, which can import us."""
+    settings (``spark.pyspark.python``) name one; PySpark reads only the environment variable."""
     if not os.environ.get(PYTHON_ENV):
         os.environ[PYTHON_ENV] = conf.get(PYTHON_KEY) or sys.executable
-    if os.environ[PYTHON_ENV] == sys.executable:
-        # workers that read each zip archive's directory once, not at every task (python_daemon.py)
-        conf.setdefault(DAEMON_KEY, "intent_spark.lake.python_daemon")
 
 
 def _submitted_conf() -> dict[str, str]:

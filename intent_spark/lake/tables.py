@@ -35,11 +35,11 @@ def variant_name(dataset: str) -> str | None:
     return parts[1] if len(parts) == 2 else None
 
 
-def table_path(lake: str, table: str) -> str:
-    return f"{lake.rstrip('/')}/{table}"
+def table_path(root: str, table: str) -> str:
+    return f"{root.rstrip('/')}/{table}"
 
 
-def write_dataset(df: DataFrame, lake: str, table: str, dataset: str, **partition: str) -> int:
+def write_dataset(df: DataFrame, root: str, table: str, dataset: str, **partition: str) -> int:
     """Replace one dataset's partition of a table in a single Delta transaction; return the rows
     it wrote (from the commit's own metrics: no second read of the table).
 
@@ -60,7 +60,7 @@ def write_dataset(df: DataFrame, lake: str, table: str, dataset: str, **partitio
                 .option("replaceWhere", replaced)
                 .option("mergeSchema", "true")  # a lake written before a column was added keeps working
                 .partitionBy(*S.TABLE_PARTITIONS.get(table, (S.DATASET,)))
-                .save(table_path(lake, table))
+                .save(table_path(root, table))
             )
             break
         except Exception as exc:
@@ -69,13 +69,13 @@ def write_dataset(df: DataFrame, lake: str, table: str, dataset: str, **partitio
             if attempt < CONFLICT_RETRIES and any(code in str(exc) for code in CONFLICTS):
                 time.sleep(0.5 * (attempt + 1))
                 continue
-            _raise_disk_full(exc, lake, table, dataset)
+            _raise_disk_full(exc, root, table, dataset)
             raise
-    version, written = own_commit(table_path(lake, table), replaced)
+    version, written = own_commit(table_path(root, table), replaced)
     if version is not None:  # ours is the newest commit: whole if the table was (no re-listing)
-        note_own_commit(table_path(lake, table), version)
+        note_own_commit(table_path(root, table), version)
     if written is None:  # another writer committed since, or metrics off: count what is there
-        return int(read_table(df.sparkSession, lake, table, dataset).where(replaced).count())
+        return int(read_table(df.sparkSession, root, table, dataset).where(replaced).count())
     return written
 
 
@@ -85,15 +85,15 @@ CONFLICTS = ("DELTA_CONCURRENT", "DELTA_PROTOCOL_CHANGED", "DELTA_METADATA_CHANG
 CONFLICT_RETRIES = 3
 
 
-def _raise_disk_full(exc: Exception, lake: str, table: str, dataset: str) -> None:
+def _raise_disk_full(exc: Exception, root: str, table: str, dataset: str) -> None:
     """A write the disk could not hold, as one line saying the table kept its last version."""
     full = next((why for why in DISK_FULL if why in str(exc)), None)
     if full is None:
         return
-    version = table_version(table_path(lake, table))
+    version = table_version(table_path(root, table))
     kept = "no version yet" if version is None else f"its version {version}, as before"
     raise IntentError(
-        f"{table_path(lake, table)}: writing {dataset} failed: {full.lower()}; nothing of this "
+        f"{table_path(root, table)}: writing {dataset} failed: {full.lower()}; nothing of this "
         f"write was committed, the table keeps {kept}"
     ) from None
 
@@ -128,9 +128,9 @@ def own_commit(path: str, predicate: str) -> tuple[int | None, int | None]:
     return None, None
 
 
-def has_table(spark: SparkSession, lake: str, table: str) -> bool:
+def has_table(spark: SparkSession, root: str, table: str) -> bool:
     """Whether the lake holds a Delta table of that name."""
-    return delta_table_class().isDeltaTable(spark, table_path(lake, table))
+    return delta_table_class().isDeltaTable(spark, table_path(root, table))
 
 
 def delta_table_class() -> Any:
@@ -146,36 +146,36 @@ def delta_table_class() -> Any:
     return DeltaTable
 
 
-def read_table(spark: SparkSession, lake: str, table: str, dataset: str | None = None) -> DataFrame:
+def read_table(spark: SparkSession, root: str, table: str, dataset: str | None = None) -> DataFrame:
     """A lake table (one dataset's partition when ``dataset`` is given); a one-line error if
     absent or damaged (``integrity.check_table``: nothing is computed on a damaged table)."""
-    path = table_path(lake, table)
-    if not has_table(spark, lake, table):
+    path = table_path(root, table)
+    if not has_table(spark, root, table):
         raise IntentError(f"{path}: no such table in the lake (run the stage that writes {table} first)")
     check_table(spark, path)
     df = spark.read.format("delta").load(path)
     return df if dataset is None else df.where(F.col(S.DATASET) == dataset)
 
 
-def source_table(spark: SparkSession, lake: str, table: str, dataset: DatasetRef) -> DataFrame:
+def source_table(spark: SparkSession, root: str, table: str, dataset: DatasetRef) -> DataFrame:
     """An ingested table (events, items, users) of a dataset, or of the source a variant reads
     (``amazon_hk.seed1`` reads ``amazon_hk``'s events: nothing is copied). A backtest origin
     (``amazon_hk.origin2``) reads the events before its origin only: every stage sees the data
     as it stood then."""
-    rows = read_table(spark, lake, table, dataset.source)
+    rows = read_table(spark, root, table, dataset.source)
     if dataset.origin is None or table != S.EVENTS:
         return rows
     return rows.where(F.col(S.TS) < F.lit(backtest_origin(rows, dataset.origin)))
 
 
 @contextmanager
-def persisted_events(spark: SparkSession, lake: str, dataset: DatasetRef) -> Iterator[DataFrame]:
+def persisted_events(spark: SparkSession, root: str, dataset: DatasetRef) -> Iterator[DataFrame]:
     """A dataset's events (``user_id, item_id, ts, seq``) read from the lake once and persisted
     for one stage, released when the block ends: every table of the stage is computed from this
     one set, and nothing of it outlives the stage (a killed driver takes it with it)."""
     from pyspark import StorageLevel
 
-    events = source_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+    events = source_table(spark, root, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
     persisted = events.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         yield persisted
@@ -201,15 +201,15 @@ def backtest_origin(events: DataFrame, back: int) -> datetime:
     return months_before(latest, back - 1)
 
 
-def ingest_record(spark: SparkSession, lake: str, dataset: DatasetRef) -> tuple[str, str]:
+def ingest_record(spark: SparkSession, root: str, dataset: DatasetRef) -> tuple[str, str]:
     """The source conf a dataset (or a variant's source) was ingested with and its item level,
     as its ingest manifest records them (``("cct", "mcc")`` for ``cct_mcc``). A dataset not
     ingested from files (a hand-built table), or ingested before they were recorded, is its own
     source at the default level."""
     source, level = dataset.source, S.DEFAULT_ITEM_LEVEL
-    if not has_table(spark, lake, S.INGEST_FILES):
+    if not has_table(spark, root, S.INGEST_FILES):
         return source, level
-    manifest = read_table(spark, lake, S.INGEST_FILES, source)
+    manifest = read_table(spark, root, S.INGEST_FILES, source)
     if S.ITEM_LEVEL not in manifest.columns:
         return source, level
     found = (
@@ -218,9 +218,9 @@ def ingest_record(spark: SparkSession, lake: str, dataset: DatasetRef) -> tuple[
     return (source, level) if found is None else (found[0], found[1])
 
 
-def ingested_source(spark: SparkSession, lake: str, dataset: DatasetRef) -> str:
+def ingested_source(spark: SparkSession, root: str, dataset: DatasetRef) -> str:
     """The source conf a dataset was ingested with (``cct`` for ``cct_mcc``); else its own name."""
-    return ingest_record(spark, lake, dataset)[0]
+    return ingest_record(spark, root, dataset)[0]
 
 
 @contextmanager

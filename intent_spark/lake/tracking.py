@@ -103,7 +103,7 @@ def close_abandoned_runs(tracking_uri: str, filter_string: str = "") -> list[str
     return closed
 
 
-def default_tracking_uri(lake: str, explicit: str | None = None) -> str:
+def default_tracking_uri(root: str, explicit: str | None = None) -> str:
     """The tracking store of a lake: ``explicit``, else ``MLFLOW_TRACKING_URI``, else SQLite beside
     a local lake. For a lake on an object store with a SQLite tracking store, the experiment is
     made (if new) with its artifacts on the lake's store, beside the lake."""
@@ -111,17 +111,17 @@ def default_tracking_uri(lake: str, explicit: str | None = None) -> str:
 
     uri = explicit or os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
-        if "://" in lake:
-            raise IntentError(f"{lake}: a remote lake needs --tracking-uri (or MLFLOW_TRACKING_URI)")
-        return f"sqlite:///{Path(lake).resolve().parent / 'mlflow.db'}"
-    if on_store(lake) and uri.startswith("sqlite:///"):
-        experiment_id(uri, artifact_location=store_artifact_root(lake))
+        if "://" in root:
+            raise IntentError(f"{root}: a remote lake needs --tracking-uri (or MLFLOW_TRACKING_URI)")
+        return f"sqlite:///{Path(root).resolve().parent / 'mlflow.db'}"
+    if on_store(root) and uri.startswith("sqlite:///"):
+        experiment_id(uri, artifact_location=store_artifact_root(root))
     return uri
 
 
-def store_artifact_root(lake: str) -> str:
+def store_artifact_root(root: str) -> str:
     """``s3://BUCKET/PARENT/mlartifacts`` for ``s3a://BUCKET/PARENT/lake`` (MLflow names S3 s3://)."""
-    path = lake.split("://", 1)[1].rstrip("/")
+    path = root.split("://", 1)[1].rstrip("/")
     parent = path.rsplit("/", 1)[0] if "/" in path else path
     return f"s3://{parent}/mlartifacts"
 
@@ -313,9 +313,9 @@ def metric_pattern(pattern: str) -> re.Pattern[str]:
 
 @reaches_store
 def compare_runs(tracking_uri: str, run_ids: list[str], dataset: str | None, pattern: str) -> Any:
-    """Metrics of the chosen runs side by side (rows: metric names matching ``pattern``;
-    columns: ``dataset/model``), from the given run ids or every latest training run of a
-    dataset."""
+    """Metrics of the chosen runs: one row per run (index ``dataset, model, run_id``), a column per
+    metric name matching ``pattern`` in name order, from the given run ids or the newest
+    training run of each dataset and model."""
     import pandas as pd
     from mlflow import MlflowClient
 
@@ -337,11 +337,17 @@ def compare_runs(tracking_uri: str, run_ids: list[str], dataset: str | None, pat
             f"no finished training runs in {tracking_uri}" + (f" for {dataset}" if dataset else "")
         )
     wanted = metric_pattern(pattern)
-    columns = {}
-    for run in runs:
-        name = f"{run.data.tags.get(TAG_DATASET, '?')}/{run.data.tags.get(TAG_MODEL, '?')} ({run.info.run_id[:8]})"
-        columns[name] = {k: v for k, v in run.data.metrics.items() if wanted.search(k)}
-    return pd.DataFrame(columns).sort_index()
+    rows = [
+        {
+            "dataset": run.data.tags.get(TAG_DATASET, "?"),
+            "model": run.data.tags.get(TAG_MODEL, "?"),
+            "run_id": run.info.run_id,
+            **{k: v for k, v in run.data.metrics.items() if wanted.search(k)},
+        }
+        for run in runs
+    ]
+    table = pd.DataFrame(rows).set_index(["dataset", "model", "run_id"])
+    return table[sorted(table.columns)]
 
 
 @reaches_store

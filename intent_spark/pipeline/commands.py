@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from intent_spark.core import schema as S
-from intent_spark.core.conf import CONF_DIR
 from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
-from intent_spark.core.sources import at_item_level, load_source
+from intent_spark.core.runconf import BacktestConf, CompareConf, DatasetEntry, RunConf
+from intent_spark.core.sources import load_source
+from intent_spark.core.stage_spec import StageCall
 from intent_spark.lake.context import Lake
 from intent_spark.lake.progress import reporter
 
@@ -57,6 +57,99 @@ def written_datasets(args: argparse.Namespace) -> list[DatasetRef]:
     return [getattr(args, name)]
 
 
+def _run_conf(args: argparse.Namespace) -> RunConf:
+    """The run conf a one-stage command stands for: its dataset (where it names a variant,
+    ``hm.leave_last_out``, ``hm.seed1``, ``hm.origin2``, the part of a run conf that makes it),
+    its model and the settings a run conf holds."""
+    ref = args.dataset
+    source = DatasetRef(ref.source)
+    entry = DatasetEntry(source)
+    if args.command == "ingest":  # its --conf is the source's; split's is the split conf
+        entry = DatasetEntry(ref, raw=args.raw, conf=args.conf, item_level=args.item_level)
+    model = getattr(args, "model", None)
+    conf = RunConf(
+        datasets=(entry,),
+        models=(model,) if model else (),
+        models_conf=getattr(args, "models_conf", None),
+        processes=getattr(args, "processes", None),
+        reader=getattr(args, "reader", None),
+        tracking_uri=getattr(args, "tracking_uri", None),
+        split_conf=args.conf if args.command == "split" else None,
+    )
+    if getattr(args, "correction", None):
+        conf = dataclasses.replace(conf, correction=args.correction)
+    if ref.protocol:
+        return dataclasses.replace(conf, compare=CompareConf(datasets=(source,), protocols=(ref.protocol,)))
+    if ref.seed is not None:
+        return dataclasses.replace(conf, compare=CompareConf(datasets=(source,), seeds=(ref.seed,)))
+    if ref.origin is not None:
+        return dataclasses.replace(conf, backtest=BacktestConf(origins=ref.origin, datasets=(source,)))
+    return conf
+
+
+def _stage_call(args: argparse.Namespace) -> StageCall:
+    """The flags of a one-stage command that ``intent run`` leaves at their defaults."""
+
+    def given(name: str) -> Any:
+        return getattr(args, name, None)
+
+    split_flags = (
+        ("seed", "seed"),
+        ("holdout_fraction", "holdout_fraction"),
+        ("manual_cutoff", "cutoff"),
+        ("manual_val_cutoff", "val_cutoff"),
+    )
+    return StageCall(
+        split_overrides={key: given(flag) for key, flag in split_flags if given(flag) is not None},
+        split_report=args.out if args.command == "split" else None,
+        steps=given("steps"),
+        splits=tuple(args.split or ()) if args.command == "train" else (),
+        parent_run_id=given("parent_run_id"),
+        run_id=given("run_id"),
+        floor_users=given("floor_users") if args.command == "evaluate" else None,
+        bootstrap=given("bootstrap") or 0,
+        tracked=not given("no_mlflow"),
+    )
+
+
+def _runner(args: argparse.Namespace, conf: RunConf | None = None) -> Any:
+    """The runner ``intent run`` uses, for one command: the one place the split conf, the
+    models conf, the floor, the lake and its tracking are derived."""
+    from intent_spark.pipeline.runner import Runner
+
+    return Runner(
+        conf or _run_conf(args),
+        root=args.lake,
+        spark_settings=_spark_overrides(args),
+        progress=reporter(args.command),
+        call=_stage_call(args),
+    )
+
+
+def _lake(args: argparse.Namespace) -> Lake:
+    """The lake of a command that is more than one stage's task (verify, audit, export, submit,
+    transfer, agreement, report), made as the runner makes a run's: its session, its root, its
+    MLflow store (``--tracking-uri``, else the default; off with ``--no-mlflow``), its progress."""
+    return Lake(
+        _session(args.command, args),
+        args.lake,
+        getattr(args, "tracking_uri", None),
+        reporter(args.command),
+        tracked=not getattr(args, "no_mlflow", False),
+    )
+
+
+def _one_stage(args: argparse.Namespace, runner: Any = None) -> int:
+    """``intent <stage>``: the stage graph's tasks of that stage for the command's dataset (and
+    model), as ``intent run`` declares them (``runner.run_stage``)."""
+    from intent_spark.pipeline.runner import run_stage
+
+    runner = runner or _runner(args)
+    model = runner.models[0] if getattr(args, "model", None) else None  # a spec's registered name
+    run_stage(runner, args.command, args.dataset, model)
+    return 0
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from intent_spark.generate import generate_release
 
@@ -70,81 +163,33 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    conf = at_item_level(load_source(args.conf or args.dataset), args.item_level)
-    from intent_spark.ingest import ingest_source
-    from intent_spark.ingest.files import check_source_folder
-
-    check_source_folder(args.raw)
-
-    report = reporter("ingest")
-    spark = _session("ingest", args)
-    summary = ingest_source(spark, conf, args.raw, args.lake, dataset=args.dataset, progress=report)
-    report(
-        f"{summary.dataset}: {summary.raw_rows:,} raw rows in {summary.files} file(s) -> "
-        f"{summary.events:,} events, {summary.rejects:,} rejects; {summary.items:,} items "
-        f"({conf.level}), {summary.users:,} users"
-    )
-    if summary.rejects:
-        report(f"{summary.dataset}: rejected rows with reasons are in {args.lake}/rejects")
-    return 0
+    return _one_stage(args)
 
 
 def cmd_split(args: argparse.Namespace) -> int:
     from intent_spark.lake.files import on_store
-    from intent_spark.lake.tables import has_table, ingested_source, read_table
-    from intent_spark.report.split import split_report_writer
-    from intent_spark.split.conf import load_split_conf
-    from intent_spark.split.spec import split_one, variant_overrides
+    from intent_spark.lake.tables import ingested_source
 
     if on_store(args.lake) and not args.out:
         raise IntentError(
             f"{args.lake}: a lake on an object store keeps no split report; give --out a local folder or a Volume"
         )
-    ref = args.dataset
-    flags = {
-        key: value
-        for key, value in (
-            ("seed", args.seed),
-            ("holdout_fraction", args.holdout_fraction),
-            ("manual_cutoff", args.cutoff),
-            ("manual_val_cutoff", args.val_cutoff),
-        )
-        if value is not None
-    }
-    overrides = {**variant_overrides(ref), **flags}  # amazon_hk.seed1 is seed 1 unless --seed says
-    report = reporter("split")
-    spark = _session("split", args)
-    if (
-        not has_table(spark, args.lake, S.EVENTS)
-        or read_table(spark, args.lake, S.EVENTS, ref.source).isEmpty()
-    ):
-        raise IntentError(
-            f"{args.lake}: no events of {ref.source}; ingest {ref.source} first (`intent ingest`)"
-        )
-    conf = load_split_conf(
-        args.conf or CONF_DIR / "split.yaml",
-        ref.source,
-        overrides,
-        source=ingested_source(spark, args.lake, args.dataset),
-    )
-    out = Path(args.out) if args.out else None
-    writer = None if ref.protocol else split_report_writer(args.lake, args.dataset, out, report)
-    split_one(spark, args.lake, ref, conf, report, report=writer)
-    if ref.protocol:
-        report(f"{args.dataset}: protocol split written (test split only; `intent verify` reports its leak)")
-    else:
-        report(f"{args.dataset}: split report in {out or Path(args.lake) / 'reports' / 'split'}")
-    return 0
+    runner = _runner(args)
+    # a dataset stored under another source's conf (cct_mcc from cct) takes that source's split conf
+    source = ingested_source(runner.spark, args.lake, args.dataset)
+    entry = dataclasses.replace(runner.conf.datasets[0], source=source or "")
+    runner.conf = dataclasses.replace(runner.conf, datasets=(entry,))
+    return _one_stage(args, runner)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from intent_spark.checks.verify import lake_datasets, verify_dataset
     from intent_spark.lake.integrity import DamagedTable, lake_faults
 
-    report = reporter("verify")
-    spark = _session("verify", args)
+    lake = _lake(args)
+    report = lake.progress
     failed = []
-    for table, faults in lake_faults(spark, args.lake).items():
+    for table, faults in lake_faults(lake.spark, lake.root).items():
         for fault in faults:  # the same line a command reading the table stops with
             report(f"FAIL {args.lake.rstrip('/')}/{table}: damaged: {fault}")
         if faults:
@@ -152,12 +197,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         else:
             report(f"ok   {table} whole (its files match its Delta log)")
     try:
-        datasets = [args.dataset] if args.dataset else lake_datasets(spark, args.lake)
+        datasets = [args.dataset] if args.dataset else lake_datasets(lake)
     except DamagedTable:
         datasets = []  # the splits table itself: named above
     for dataset in datasets:
         try:
-            results = verify_dataset(spark, args.lake, dataset)
+            results = verify_dataset(lake, dataset)
         except DamagedTable as exc:
             report(f"FAIL {dataset}: checks not run: {exc}")
             failed.append(f"{dataset} (unchecked)")
@@ -180,10 +225,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from intent_spark.checks.audit import REJECT, read_audit, write_audit
     from intent_spark.lake.tables import ingested_source
 
-    report = reporter("audit")
-    spark = _session("audit", args)
-    conf = load_source(args.conf or ingested_source(spark, args.lake, args.dataset))
-    path = write_audit(spark, args.lake, args.dataset, conf, args.floor_users, args.out)
+    if args.floor_users is not None:
+        raise IntentError(
+            f"--floor-users is the cells' floor; the audit's is `--sequence-users {args.floor_users}` "
+            "(users with 3+ events a source needs)"
+        )
+    lake = _lake(args)
+    report = lake.progress
+    conf = load_source(args.conf or ingested_source(lake.spark, lake.root, args.dataset))
+    path = write_audit(lake, args.dataset, conf, args.sequence_users, args.out)
     table = read_audit(path)
     for row in table.itertuples():
         report(f"{row.verdict} {row.criterion}" + (f": {row.reason}" if row.reason else f" ({row.measured})"))
@@ -193,17 +243,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"intent audit: {args.dataset} rejected on: {', '.join(rejected)}", file=sys.stderr)
         return 1
     return 0
-
-
-def _models_conf(args: argparse.Namespace):
-    from intent_spark.lake.readers import choose_reader
-    from intent_spark.train.conf import check_model, load_models_conf, with_processes, with_reader, with_steps
-
-    check_model(args.model)
-    conf = with_processes(with_steps(load_models_conf(args.models_conf), args.steps), args.processes)
-    conf = with_reader(conf, getattr(args, "reader", None))
-    choose_reader(conf.reader)  # a reader that cannot run here: one line, before Spark starts
-    return conf
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -261,76 +300,51 @@ def cmd_check_model(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from intent_spark.lake.tracking import default_tracking_uri
-    from intent_spark.train.fit import train
-
-    conf = _models_conf(args)
-    uri = default_tracking_uri(args.lake, args.tracking_uri)
-    report = reporter("train")
-    spark = _session("train", args)
-    run_id = train(
-        Lake(spark, args.lake, uri, progress=report),
-        args.dataset,
-        args.model,
-        conf,
-        parent_run_id=args.parent_run_id,
-        splits=args.split or ("test", "val"),
-    )
-    report(f"{args.dataset} {args.model}: logged to MLflow run {run_id} in {uri}")
-    return 0
+    return _one_stage(args)
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from intent_spark.lake.tracking import default_tracking_uri
-    from intent_spark.train.score import score
+    if not args.export:
+        return _one_stage(args)
+    from intent_spark.exchange.top_items import TopItemsExport, export_top_items
 
-    conf = _models_conf(args)
-    uri = default_tracking_uri(args.lake, args.tracking_uri)
-    report = reporter("score")
-    spark = _session("score", args)
-    if args.export:
-        from intent_spark.exchange.top_items import TopItemsExport, export_top_items
-
-        export = TopItemsExport(args.export, args.split, args.top_k)
-        lake = Lake(spark, args.lake, uri, progress=report)
-        export_top_items(lake, args.dataset, args.model, conf, export, run_id=args.run_id)
-        return 0
-    rows = score(
-        Lake(spark, args.lake, uri, progress=report), args.dataset, args.model, conf, run_id=args.run_id
+    # not a stage: the model's top items go to a file, not to ranks; the same derived settings
+    runner = _runner(args)
+    export = TopItemsExport(args.export, args.split, args.top_k)
+    export_top_items(
+        runner.lake_context(), args.dataset, args.model, runner.models_conf, export, run_id=args.run_id
     )
-    report(f"{args.dataset} {args.model}: {rows:,} ranks in {args.lake}/ranks")
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from intent_spark.exchange.tasks import export_tasks
 
-    report = reporter("export")
-    spark = _session("export", args)
+    lake = _lake(args)
     done = export_tasks(
-        Lake(spark, args.lake, progress=report),
+        lake,
         args.dataset,
         args.out,
         splits=args.split,
         context=args.context,
     )
-    report(
+    lake.progress(
         f"{args.dataset}: {', '.join(f'{d.split} {d.tasks:,} tasks' for d in done)}; formats in {args.out}/<split>/FORMAT.md"
     )
     return 0
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from intent_spark.exchange.submissions import check_name, check_submission_file, submit
-    from intent_spark.lake.tracking import default_tracking_uri
+    from intent_spark.exchange.submission_files import check_submission_file
+    from intent_spark.exchange.submission_rows import check_name
+    from intent_spark.exchange.submissions import submit
 
     check_name(args.name)
     check_submission_file(args.predictions)  # a bad file is refused before Spark starts
-    uri = None if args.no_mlflow else default_tracking_uri(args.lake, args.tracking_uri)
-    report = reporter("submit")
-    spark = _session("submit", args)
+    lake = _lake(args)
+    report = lake.progress
     scored = submit(
-        Lake(spark, args.lake, uri, progress=report),
+        lake,
         args.dataset,
         args.predictions,
         args.name,
@@ -349,50 +363,33 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_transfer(args: argparse.Namespace) -> int:
-    from intent_spark.lake.tracking import default_tracking_uri
     from intent_spark.train.conf import load_models_conf
     from intent_spark.train.transfer import score_transfer
 
     conf = load_models_conf(args.models_conf)
-    uri = default_tracking_uri(args.lake, args.tracking_uri)
-    report = reporter("transfer")
-    spark = _session("transfer", args)
-    rows = score_transfer(
-        Lake(spark, args.lake, uri, progress=report), args.source, args.target, conf, model=args.model
-    )
-    report(
+    lake = _lake(args)
+    rows = score_transfer(lake, args.source, args.target, conf, model=args.model)
+    lake.progress(
         f"{args.target} {args.model}@{args.source}: {rows:,} ranks; run `intent evaluate --dataset {args.target}`"
     )
     return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from intent_spark.evaluate.metrics import evaluate
-    from intent_spark.lake.tracking import default_tracking_uri
-    from intent_spark.split.conf import conf_floor
-
     if args.replicates is not None:
         raise IntentError(
             f"--replicates moved: `intent agreement --dataset {args.dataset.source} "
             f"--replicates {args.replicates}` orders a dataset's protocols"
         )
-    floor = args.floor_users if args.floor_users is not None else conf_floor(args.dataset, args.conf)
-    uri = None if args.no_mlflow else default_tracking_uri(args.lake, args.tracking_uri)
-    report = reporter("evaluate")
-    spark = _session("evaluate", args)
-    rows = evaluate(
-        Lake(spark, args.lake, uri, progress=report),
-        args.dataset,
-        floor_users=floor,
-        bootstrap=args.bootstrap,
-        correction=args.correction,
-    )
-    report(
-        f"{args.dataset}: {rows:,} metric rows in {args.lake}/metrics, per-user scores in {args.lake}/user_metrics"
-    )
+    if args.conf:
+        raise IntentError(
+            f"--conf {args.conf}: evaluate flags cells at the floor {args.dataset}'s split recorded; "
+            "give --floor-users N to override it"
+        )
+    _one_stage(args)
     ref = args.dataset
     if ref.protocol:
-        report(
+        reporter("evaluate")(
             f"{ref.source}: order its protocols' models against its cells: `intent agreement --dataset {ref.source}`"
         )
     return 0
@@ -403,22 +400,21 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     against its INTENT cells'."""
     from intent_spark.evaluate.agreement import evaluated_protocols, write_agreement
 
-    report = reporter("agreement")
-    spark = _session("agreement", args)
-    protocols = args.protocol or evaluated_protocols(spark, args.lake, args.dataset)
-    path = write_agreement(spark, args.lake, args.dataset, protocols, replicates=args.replicates)
+    lake = _lake(args)
+    protocols = args.protocol or evaluated_protocols(lake, args.dataset)
+    path = write_agreement(lake, args.dataset, protocols, replicates=args.replicates)
     if path is None:
         raise IntentError(
             f"{args.dataset}: no evaluated protocol variant with a cell to order against; "
             f"split, score and evaluate {args.dataset}.leave_last_out (or .horizon) first"
         )
-    report(f"{args.dataset}: model-order agreement of {', '.join(protocols)} in {path}")
+    lake.progress(f"{args.dataset}: model-order agreement of {', '.join(protocols)} in {path}")
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from intent_spark.lake.files import on_store
-    from intent_spark.lake.tracking import default_tracking_uri, log_report
+    from intent_spark.lake.tracking import log_report
     from intent_spark.report.build import build_report
 
     if on_store(args.out):
@@ -426,26 +422,20 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"{args.out}: the report is built aside and moved into place by a rename, which an object "
             "store has not; give --out a local folder or a Volume"
         )
-    report = reporter("report")
-    spark = _session("report", args)
-    datasets = args.dataset or None
+    lake = _lake(args)
     page = build_report(
-        Lake(spark, args.lake, progress=report),
-        Path(args.out),
-        datasets,
-        correction=args.correction,
-        floors=args.floor_users,
+        lake, Path(args.out), args.dataset or None, correction=args.correction, floor_users=args.floor_users
     )
-    report(f"report: {page.resolve()}")
-    if not args.no_mlflow:
-        uri = default_tracking_uri(args.lake, args.tracking_uri)
-        run_id = log_report(uri, args.out, args.run_id)
-        report(f"report logged to MLflow run {run_id} in {uri}")
+    lake.progress(f"report: {page.resolve()}")
+    if lake.tracking:
+        run_id = log_report(lake.tracking, args.out, args.run_id)
+        lake.progress(f"report logged to MLflow run {run_id} in {lake.tracking}")
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from intent_spark.lake.tracking import compare_runs, default_tracking_uri
+    from intent_spark.report.comparison_tables import comparison_tables
 
     uri = default_tracking_uri(args.lake, args.tracking_uri) if args.lake else args.tracking_uri
     if not uri:
@@ -456,7 +446,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.csv:
         table.to_csv(sys.stdout, float_format="%.6g")
     else:
-        print(table.to_string(float_format=lambda v: f"{v:.4f}", na_rep="-"))
+        print(comparison_tables(table))
     return 0
 
 
@@ -471,18 +461,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     if getattr(args, "reader", None):
         conf = dataclasses.replace(conf, reader=args.reader)
     runner = Runner(
-        conf, lake=args.lake, force=args.force, spark_settings=_spark_overrides(args), progress=report
+        conf, root=args.lake, force=args.force, spark_settings=_spark_overrides(args), progress=report
     )
     if args.plan:
         lines = runner.plan(runner.tasks())
         print(
-            f"intent run --plan: {conf.path} on {runner.lake}: {sum(line.startswith('run') for line in lines)} of {len(lines)} stages would run"
+            f"intent run --plan: {conf.path} on {runner.root}: {sum(line.startswith('run') for line in lines)} of {len(lines)} stages would run"
         )
         print("\n".join(lines))
         return 0
     from intent_spark.lake.files import remove_staging
     from intent_spark.lake.locks import dataset_lock
 
-    with dataset_lock(runner.lake, conf.names, getattr(args, "command_line", "intent run"), report):
-        remove_staging(runner.lake, {name.source for name in conf.names}, report)
+    with dataset_lock(runner.root, conf.names, getattr(args, "command_line", "intent run"), report):
+        remove_staging(runner.root, {name.source for name in conf.names}, report)
         return run_pipeline(runner)

@@ -11,7 +11,7 @@ stage whose inputs are unchanged since it finished.
 from __future__ import annotations
 
 from intent_spark.checks.spec import AUDIT, VERIFY
-from intent_spark.core.stage import DATASET, DATASET_MODEL, RUN, TRANSFER_PAIR, Stage
+from intent_spark.core.stage_spec import DATASET, DATASET_MODEL, RUN, TRANSFER_PAIR, Stage
 from intent_spark.evaluate.spec import AGREEMENT, BACKTEST, EVALUATE, LEAKS
 from intent_spark.generate.spec import GENERATE
 from intent_spark.ingest.spec import INGEST

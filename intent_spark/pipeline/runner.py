@@ -25,13 +25,20 @@ from intent_spark.core.errors import IntentError
 from intent_spark.core.progress import Progress, silent
 from intent_spark.core.runconf import DatasetEntry, RunConf
 from intent_spark.core.sources import SourceConf, at_item_level, load_source
-from intent_spark.core.stage import Key, Task, chain
+from intent_spark.core.stage_spec import Key, StageCall, Task, chain
 from intent_spark.lake.context import Lake
-from intent_spark.lake.readers import choose_reader
 from intent_spark.pipeline import graph
-from intent_spark.pipeline.stages import StageFailed, StageLog
+from intent_spark.pipeline.stage_log import StageFailed, StageLog
 from intent_spark.split.conf import SplitConf, load_split_conf
-from intent_spark.train.conf import ModelsConf, check_model, load_models_conf, with_processes, with_reader
+from intent_spark.train.conf import (
+    ModelsConf,
+    check_model,
+    load_models_conf,
+    with_processes,
+    with_reader,
+    with_steps,
+)
+from intent_spark.train.readers import choose_reader
 
 
 def pair_by_pair(tasks: list[Task]) -> list[Task]:
@@ -94,22 +101,30 @@ class Runner:
         self,
         conf: RunConf,
         *,
-        lake: str | None = None,
+        root: str | None = None,
         force: bool = False,
         spark_settings: dict[str, str] | None = None,
         progress: Progress = silent,
+        call: StageCall | None = None,
     ):
         self.conf = conf
-        self.lake = lake or conf.lake_path
+        self.call = call or StageCall()
+        self.root = root or conf.lake_path  # the lake's root; ``lake_context()`` is the lake
         self.force = force
         self.progress = progress
         self.spark_settings = spark_settings or {}
         self.base = Path(conf.workdir)
         # Names (a module:Class spec by its class's name), checked before hours of ingest.
-        self.models = tuple(check_model(model) for model in conf.models)
+        self.specs = {check_model(model): model for model in conf.models}  # name -> as given
+        self.models = tuple(self.specs)
         self.models_conf: ModelsConf = with_reader(
             with_processes(
-                load_models_conf(conf.models_conf, conf.model_overrides, child(conf.path, "model_overrides")),
+                with_steps(
+                    load_models_conf(
+                        conf.models_conf, conf.model_overrides, child(conf.path, "model_overrides")
+                    ),
+                    self.call.steps,
+                ),
                 conf.processes,
                 child(conf.path, "processes"),
             ),
@@ -124,6 +139,7 @@ class Runner:
         self.parent: str | None = None  # the benchmark's MLflow run
         self.page: Path | None = None
         self.seconds: dict[str, float] = {}  # stage -> seconds its tasks ran in this run
+        self.one_stage = call is not None  # a command's: one stage's tasks (run_stage), no stage log
         self._spark: Any = None
         self._uri: str | None = None
         self._lake: Lake | None = None
@@ -134,7 +150,7 @@ class Runner:
         if self._spark is None:
             from intent_spark.lake.session import build_session, needs_store
 
-            paths = [self.lake, *(entry.raw for entry in self.conf.datasets)]
+            paths = [self.root, *(entry.raw for entry in self.conf.datasets)]
             self._spark = build_session("intent-run", self.spark_settings, store=needs_store(*paths))
         return self._spark
 
@@ -143,22 +159,25 @@ class Runner:
         if self._uri is None:
             from intent_spark.lake.tracking import default_tracking_uri
 
-            self._uri = default_tracking_uri(self.lake, self.conf.tracking_uri)
+            self._uri = default_tracking_uri(self.root, self.conf.tracking_uri)
         return self._uri
 
     def lake_context(self) -> Lake:
         """One for the whole run: its MLflow store is resolved once, not per task."""
         if self._lake is None:
-            self._lake = Lake(self.spark, self.lake, self.uri, self.progress)
+            self._lake = Lake(self.spark, self.root, self.uri, self.progress, self.call.tracked)
         return self._lake
 
     def log(self, dataset: str) -> StageLog:
         if dataset not in self.logs:
-            self.logs[dataset] = StageLog(self.lake, dataset, self.force, self.progress)
+            self.logs[dataset] = StageLog(self.root, dataset, self.force, self.progress)
         return self.logs[dataset]
 
-    def benchmark(self) -> str:
-        """MLflow's benchmark run, opened by the first task that logs to it."""
+    def benchmark(self) -> str | None:
+        """MLflow's benchmark run, opened by the first task that logs to it; a one-stage command
+        nests under the run it names, or none."""
+        if self.one_stage:
+            return self.call.parent_run_id
         if self.parent is None:
             from intent_spark.lake.tracking import start_benchmark
 
@@ -175,6 +194,11 @@ class Runner:
         return self.parent
 
     # --- what the conf asks for ---
+    def spec_of(self, model: str) -> str:
+        """A model as the conf gives it: its name, or the module:Class spec a process of its own
+        (TorchDistributor's) resolves it by."""
+        return self.specs.get(model, model)
+
     def variants(self) -> list[DatasetRef]:
         return [*self.conf.compare.variants(), *self.conf.backtest_variants()]
 
@@ -186,8 +210,9 @@ class Runner:
         """A dataset's (or variant's) split conf; per-dataset entries fall back to its source's, and
         the run's own floor (``floor_users:``) comes before ``overrides``."""
         source = name.source
+        overrides = {**(overrides or {}), **self.call.split_overrides}  # a command's flags last
         if self.conf.floor_users is not None:
-            overrides = {"floor_users": self.conf.floor_users, **(overrides or {})}
+            overrides = {"floor_users": self.conf.floor_users, **overrides}
         return load_split_conf(self.split_conf_path, source, overrides, source=self.conf.source_of(source))
 
     def source_conf(self, entry: DatasetEntry) -> SourceConf:
@@ -206,13 +231,17 @@ class Runner:
         self.log(dataset).done.pop(stage, None)
 
     def splits_of(self, name: str) -> tuple[str, ...]:
-        """Both splits of a run's dataset; a variant is scored on its test split only."""
+        """Both splits of a run's dataset (or those a command names); a variant is scored on its
+        test split only."""
+        if self.call.splits:
+            return self.call.splits
         return (S.TEST, S.VAL) if name in self.conf.names else (S.TEST,)
 
     def split_report(self, dataset: str) -> Callable[[dict[str, Any]], object] | None:
         from intent_spark.report.split import split_report_writer
 
-        return split_report_writer(self.lake, dataset, None, self.progress)
+        out = Path(self.call.split_report) if self.call.split_report else None
+        return split_report_writer(self.lake_context(), dataset, out)
 
     def publish_report(self, page: Path) -> None:
         self.page = page
@@ -222,7 +251,7 @@ class Runner:
         tasks = [
             task
             for stage in graph.STAGES
-            if self.models or not graph.needs_models(stage.name)
+            if self.models or self.one_stage or not graph.needs_models(stage.name)
             for task in stage.tasks(self)
         ]
         return pair_by_pair(link(tasks))
@@ -310,6 +339,26 @@ class Runner:
         return lines
 
 
+def run_stage(runner: Runner, stage: str, dataset: DatasetRef, model: str | None = None) -> int:
+    """One stage of the graph for one dataset (and model), as ``intent run`` declares it, like
+    ``kedro run --nodes``: its tasks are the run's, filtered. A command runs them whatever the
+    stage log says and records nothing there (their inputs' fingerprints are the run's to take).
+    Returns how many tasks ran."""
+    # that stage's tasks alone: the stages before it are not asked (a hand-built dataset has no
+    # source conf for ingest to make a task of), and nothing is linked, as nothing is fingerprinted
+    chosen = [
+        task
+        for task in graph.stage(stage).tasks(runner)
+        if task.dataset == dataset and (model is None or task.model == model)
+    ]
+    if not chosen:
+        what = f"{dataset} {model}" if model else str(dataset)
+        raise IntentError(f"{stage}: nothing to run for {what}")
+    for task in chosen:
+        task.work()
+    return len(chosen)
+
+
 def run_pipeline(runner: Runner) -> int:
     """Execute a runner's tasks; a failed stage is one line naming it, exit 1."""
     try:
@@ -320,10 +369,10 @@ def run_pipeline(runner: Runner) -> int:
 
         print_plugin_frames(failure)
         return 1
-    lake = runner.lake
+    root = runner.root
     if not runner.conf.models:
-        where = Path(lake) / "reports" / "split"
-        runner.progress(f"done: lake at {lake}; split reports in {where} (no models in {runner.conf.path})")
+        where = Path(root) / "reports" / "split"
+        runner.progress(f"done: lake at {root}; split reports in {where} (no models in {runner.conf.path})")
         return 0
     if runner.seconds:
         spent = ", ".join(f"{stage} {seconds:.0f}s" for stage, seconds in runner.seconds.items())
@@ -331,7 +380,7 @@ def run_pipeline(runner: Runner) -> int:
     runner.progress(
         f"MLflow runs (benchmark run {runner.parent}): mlflow ui --backend-store-uri {runner.uri}"
     )
-    runner.progress(f"compare them: intent compare --lake {lake} --metrics '^test\\..*ndcg_10$'")
+    runner.progress(f"compare them: intent compare --lake {root} --metrics '^test\\..*ndcg_10$'")
     if runner.page is not None:
         runner.progress(f"done: report at {runner.page.resolve()}")
     return 0

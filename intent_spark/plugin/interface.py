@@ -74,7 +74,7 @@ class Catalogue:
 class TrainingData:
     """What ``fit`` gets: the split's training sequences, the device and a progress line.
 
-    ``batches(batch_size)`` opens the reader (lake/readers.py) over the training split: a shuffled
+    ``batches(batch_size)`` opens the reader (train/readers.py) over the training split: a shuffled
     stream of int64 tensors (batch_size, context + 1), left-padded with 0, each row a user's
     consecutive training items (SPEC 4; every training transition is in exactly one row). It is
     endless, or ``epochs`` passes over every row (a count model reads one). Use it as a context

@@ -10,10 +10,11 @@ from intent_spark.checks.audit import (
     audit_verdict,
     read_audit,
 )
+from intent_spark.lake.context import Lake
 from intent_spark.report.section import Section
 
 
-def audit_sections(lake: str) -> list[Section]:
+def audit_sections(lake: Lake) -> list[Section]:
     """A report section per audited dataset (``LAKE/reports/audit/*.csv``), indexed by criterion."""
     sections = []
     for path in sorted(audit_folder(lake).glob("*.csv")):

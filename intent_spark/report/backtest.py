@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from intent_spark.core import schema as S
+from intent_spark.lake.context import Lake
 from intent_spark.lake.figures import pyplot, save_figure
 from intent_spark.lake.reports import read_compare_csv
 from intent_spark.report.section import Section
@@ -111,10 +112,10 @@ def plot_origins(metrics: pd.DataFrame, origins: pd.DataFrame, dataset: str, pat
     return save_figure(fig, path, f"{dataset} backtest")
 
 
-def backtest_sections(lake: str, metrics: pd.DataFrame, datasets: list[str], figures: Path) -> list[Section]:
+def backtest_sections(lake: Lake, metrics: pd.DataFrame, datasets: list[str], figures: Path) -> list[Section]:
     """A section triple per backtested dataset among ``datasets``; none when no backtest ran."""
-    origins_all = read_compare_csv(lake, "origins")
-    agreement_all = read_compare_csv(lake, "backtest")
+    origins_all = read_compare_csv(lake.root, "origins")
+    agreement_all = read_compare_csv(lake.root, "backtest")
     if origins_all.empty:
         return []
     sections = []

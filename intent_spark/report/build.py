@@ -7,7 +7,7 @@ writes the page; this module puts them together for `intent report`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from intent_spark.core.runconf import CompareConf
@@ -24,24 +24,23 @@ def build_report(
     *,
     compare: CompareConf | None = None,
     correction: str = DEFAULT_CORRECTION,
-    floors: int | Mapping[str, int] | None = None,
+    floor_users: int | None = None,
 ) -> Path:
     """The report of the chosen datasets, with the comparisons of ``compare`` (by default those
     whose variants and transfers are in the lake) and the backtests in the lake; p-values
     adjusted by ``correction`` over every comparison the report shows; each dataset's cells
-    ranked at its user floor in ``floors`` (by default the split conf's)."""
+    ranked at the user floor the lake records (``floor_users``: an override, said first)."""
     from intent_spark.report.audit import audit_sections
     from intent_spark.report.backtest import backtest_sections
     from intent_spark.report.compare import compare_sections, lake_compare_conf
     from intent_spark.report.levels import level_sections
 
-    spark, root, progress = lake.spark, lake.root, lake.progress
-    everything = read_metrics(spark, root)
-    results = load_results(spark, root, datasets, everything, correction, floors)
+    everything = read_metrics(lake)
+    results = load_results(lake, datasets, everything, correction, floor_users)
     if compare is None:
-        compare = lake_compare_conf(spark, root, everything, results.datasets)
-    extra = compare_sections(spark, root, everything, compare, out / "figures") if compare.any() else []
-    levels = level_sections(spark, root, everything, results.datasets, out / "figures")
-    audits = [a for a in audit_sections(root) if a.title.split(":")[0] in results.datasets]  # `intent audit`
-    backtests = backtest_sections(root, everything, results.datasets, out / "figures")
-    return write_report(results, out, extra=[*audits, *backtests, *levels, *extra], progress=progress)
+        compare = lake_compare_conf(lake, everything, results.datasets)
+    extra = compare_sections(lake, everything, compare, out / "figures") if compare.any() else []
+    levels = level_sections(lake, everything, results.datasets, out / "figures")
+    audits = [a for a in audit_sections(lake) if a.title.split(":")[0] in results.datasets]  # `intent audit`
+    backtests = backtest_sections(lake, everything, results.datasets, out / "figures")
+    return write_report(results, out, extra=[*audits, *backtests, *levels, *extra], progress=lake.progress)

@@ -11,15 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import PROTOCOLS, DatasetRef, is_transfer, parse_dataset
 from intent_spark.core.runconf import CompareConf
+from intent_spark.lake.context import Lake
 from intent_spark.lake.figures import interval_bars, pyplot, save_figure
 from intent_spark.lake.reports import read_compare_csv
-from intent_spark.lake.tables import has_table, read_table
 from intent_spark.report.section import Section
 from intent_spark.split.protocols import CELL_LABELS, PROTOCOL_CELLS
 
@@ -242,17 +241,13 @@ def plot_transfer(metrics: pd.DataFrame, conf: CompareConf, path: Path) -> Path:
     return save_figure(fig, path, "transfer grid")
 
 
-def compare_sections(
-    spark: SparkSession, lake: str, metrics: pd.DataFrame, conf: CompareConf, figures: Path
-) -> list[Section]:
+def compare_sections(lake: Lake, metrics: pd.DataFrame, conf: CompareConf, figures: Path) -> list[Section]:
     """Every comparison the run conf asked for, as report sections (title, table, note, figure)."""
     figures.mkdir(parents=True, exist_ok=True)
-    leaks = read_compare_csv(lake, "leaks")
-    agreement = read_compare_csv(lake, "agreement")
-    sensitivity = read_compare_csv(lake, "sensitivity")
-    splits = (
-        read_table(spark, lake, S.SPLITS).where(F.col(S.SPLIT) == S.TEST).select(S.DATASET, "seed").toPandas()
-    )
+    leaks = read_compare_csv(lake.root, "leaks")
+    agreement = read_compare_csv(lake.root, "agreement")
+    sensitivity = read_compare_csv(lake.root, "sensitivity")
+    splits = lake.read(S.SPLITS).where(F.col(S.SPLIT) == S.TEST).select(S.DATASET, "seed").toPandas()
     seeds = dict(zip(splits[S.DATASET], splits["seed"], strict=True))  # one row per dataset
     sections = []
     for dataset in conf.datasets:
@@ -303,8 +298,8 @@ def compare_sections(
                     "differs from the shipped rule's.",
                 )
             )
-    if conf.transfer and has_table(spark, lake, S.TRANSFERS):
-        transfers = read_table(spark, lake, S.TRANSFERS).toPandas()  # pairs x cells
+    if conf.transfer and lake.has(S.TRANSFERS):
+        transfers = lake.read(S.TRANSFERS).toPandas()  # pairs x cells
         sections.append(
             Section(
                 "Transfer across sources (SASRec-F, NDCG@10, test)",
@@ -327,25 +322,21 @@ def compare_sections(
     return sections
 
 
-def lake_compare_conf(
-    spark: SparkSession, lake: str, metrics: pd.DataFrame, datasets: list[str]
-) -> CompareConf:
+def lake_compare_conf(lake: Lake, metrics: pd.DataFrame, datasets: list[str]) -> CompareConf:
     """The comparisons whose results are in the lake for these datasets (``intent report`` has
     no run conf): their evaluated variants and the transfers into them."""
-    from intent_spark.lake.tables import has_table
-
     refs = [parse_dataset(d) for d in sorted(set(metrics[S.DATASET]))]
     # backtest origins have a part of their own (report/backtest.py)
     variants = [r for r in refs if r.is_variant and r.origin is None and r.source in datasets]
     protocols = tuple(p for p in PROTOCOLS if any(r.protocol == p for r in variants))
     seeds = sorted({r.seed for r in variants if r.seed is not None})
     transfer: tuple[tuple[DatasetRef, DatasetRef], ...] = ()
-    if has_table(spark, lake, S.TRANSFERS):
-        pairs = read_table(spark, lake, S.TRANSFERS).select(S.SOURCE, S.DATASET).distinct().collect()  # pairs
+    if lake.has(S.TRANSFERS):
+        pairs = lake.read(S.TRANSFERS).select(S.SOURCE, S.DATASET).distinct().collect()  # pairs
         found = sorted((r[S.SOURCE], r[S.DATASET]) for r in pairs if r[S.DATASET] in datasets)
         transfer = tuple((parse_dataset(s), parse_dataset(t)) for s, t in found)
     with_variants = sorted({r.source for r in variants})
-    sensitivity = read_compare_csv(lake, "sensitivity")
+    sensitivity = read_compare_csv(lake.root, "sensitivity")
     with_sensitivity = sorted(set(sensitivity[S.DATASET]) & set(datasets)) if not sensitivity.empty else []
     return CompareConf(
         datasets=tuple(parse_dataset(d) for d in sorted({*with_variants, *with_sensitivity})),

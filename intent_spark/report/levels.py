@@ -11,21 +11,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from pyspark.sql import SparkSession
 
 from intent_spark.core import schema as S
+from intent_spark.lake.context import Lake
 from intent_spark.lake.figures import interval_bars, pyplot, save_figure
-from intent_spark.lake.tables import has_table, read_table
 from intent_spark.report.compare import _score, own_primary_rows
 from intent_spark.report.section import Section
 
 
-def levels_by_source(spark: SparkSession, lake: str, datasets: list[str]) -> dict[str, dict[str, str]]:
+def levels_by_source(lake: Lake, datasets: list[str]) -> dict[str, dict[str, str]]:
     """source -> {item level: dataset} for each source the chosen datasets hold at 2+ levels
     (a second dataset at the same level, like KuaiRand's all-signals mode, is left out)."""
-    if not has_table(spark, lake, S.INGEST_FILES):
+    if not lake.has(S.INGEST_FILES):
         return {}
-    manifest = read_table(spark, lake, S.INGEST_FILES)
+    manifest = lake.read(S.INGEST_FILES)
     if S.ITEM_LEVEL not in manifest.columns:  # a lake ingested before item levels
         return {}
     recorded = (
@@ -79,12 +78,10 @@ def plot_levels(metrics: pd.DataFrame, source: str, levels: dict[str, str], path
     return save_figure(fig, path, f"{source}: item levels side by side")
 
 
-def level_sections(
-    spark: SparkSession, lake: str, metrics: pd.DataFrame, datasets: list[str], figures: Path
-) -> list[Section]:
+def level_sections(lake: Lake, metrics: pd.DataFrame, datasets: list[str], figures: Path) -> list[Section]:
     """A section per source held at two or more item levels among ``datasets``."""
     sections = []
-    for source, levels in levels_by_source(spark, lake, datasets).items():
+    for source, levels in levels_by_source(lake, datasets).items():
         figures.mkdir(parents=True, exist_ok=True)
         names = ", ".join(f"{dataset} ({level})" for level, dataset in levels.items())
         sections.append(

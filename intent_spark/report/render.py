@@ -135,7 +135,7 @@ def summary_sections(results: Results) -> tuple[pd.DataFrame, list[Section], lis
     from intent_spark.split.conf import SplitConf
 
     table = summary_table(results.metrics, results.comparisons, results.summaries)
-    ranked = floor_line(table, results.floors, SplitConf().floor_users)
+    ranked = floor_line(table, results.floors, SplitConf().floor_users, results.overrides)
     sections = [
         Section(
             "Who leads where (NDCG@10, test)",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from intent_spark.core.stage import RUN, Run, Stage, Task
+from intent_spark.core.stage_spec import RUN, Run, Stage, Task
 
 
 def report_tasks(run: Run) -> list[Task]:
@@ -11,14 +11,12 @@ def report_tasks(run: Run) -> list[Task]:
 
     def work() -> None:
         out = run.conf.report_path
-        floors = {name: run.split_conf(name).floor_users for name in run.conf.names}
         page = build_report(
             run.lake_context(),
             out,
             run.conf.names,
             compare=run.conf.compare,
             correction=run.conf.correction,
-            floors=floors,
         )
         run.publish_report(page)
         log_report(run.uri, str(out), run.benchmark())

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from intent_spark.core.progress import Progress
+from intent_spark.lake.context import Lake
 from intent_spark.lake.figures import pyplot, save_figure
 from intent_spark.lake.files import on_store
 
@@ -93,12 +93,14 @@ def write_split_report(summary: dict[str, Any], folder: Path) -> Path:
 
 
 def split_report_writer(
-    lake: str, dataset: str, out: Path | None, progress: Progress
+    lake: Lake, dataset: str, out: Path | None = None
 ) -> Callable[[dict[str, Any]], Path] | None:
     """What the split stage hands its summary to: the writer into ``out``, by default
     LAKE/reports/split; None, said in one line, for a lake on an object store without ``out``."""
-    if out is None and on_store(lake):
-        progress(f"{dataset}: no split report: a lake on an object store keeps none (intent split --out)")
+    if out is None and on_store(lake.root):
+        lake.progress(
+            f"{dataset}: no split report: a lake on an object store keeps none (intent split --out)"
+        )
         return None
-    folder = out or Path(lake) / "reports" / "split"
+    folder = out or Path(lake.root) / "reports" / "split"
     return lambda summary: write_split_report(summary, folder)

@@ -9,6 +9,7 @@ detectable effects, memorization gaps, retention ratios) and the split summaries
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -169,9 +170,12 @@ def lead_text(row: Any) -> str:
     return f"{score}\nno significant lead over {row['runner_up']}: {lead}, p adj {p}, detectable {_num(row['mde'])}"
 
 
-def floor_line(table: pd.DataFrame, floors: dict[str, int], protocol: int) -> str:
-    """The summary's first line: how many of the test cells it lists are ranked, and the user
-    floor below which a cell is not; a floor under the protocol's says it is a demo's."""
+def floor_line(
+    table: pd.DataFrame, floors: dict[str, int], protocol: int, overrides: Sequence[str] = ()
+) -> str:
+    """The summary's first line: a floor that is not its split's (an override) first, then how
+    many of the test cells it lists are ranked, and the user floor below which a cell is not; a
+    floor under the protocol's says it is a demo's."""
     ranked = int((~table["below_floor"]).sum()) if not table.empty else 0
     values = sorted(set(floors.values()))
     if not values:
@@ -182,6 +186,8 @@ def floor_line(table: pd.DataFrame, floors: dict[str, int], protocol: int) -> st
         each = ", ".join(f"{d} {n:,}" for d, n in sorted(floors.items()))
         floor = f"a cell with fewer users than its dataset's floor ({each}) is not ranked"
     line = f"{ranked} of {len(table)} test cells ranked: {floor}"
+    if overrides:
+        line = f"Floor override: {'; '.join(overrides)}. {line}"
     if values and values[0] < protocol:
         line += f". A demo floor, below the protocol's {protocol:,} users: its scores are noisier than the benchmark's"
     return line + "."

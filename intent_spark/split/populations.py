@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
+from intent_spark.lake.context import Lake
 from intent_spark.lake.tables import ingest_record, read_table, source_table
 from intent_spark.split.cells import training_events, with_period
 from intent_spark.split.holdout import is_held_out
@@ -17,9 +18,9 @@ from intent_spark.split.holdout import is_held_out
 SPLITS = (S.TEST, S.VAL)
 
 
-def split_cutoffs(spark: SparkSession, lake: str, dataset: str) -> dict[str, datetime]:
+def split_cutoffs(lake: Lake, dataset: str) -> dict[str, datetime]:
     """``{split: cutoff}`` from the splits table (two rows per dataset, never events)."""
-    rows = read_table(spark, lake, S.SPLITS, dataset).select(S.SPLIT, S.CUTOFF).collect()
+    rows = lake.read(S.SPLITS, dataset).select(S.SPLIT, S.CUTOFF).collect()
     return {r[S.SPLIT]: r[S.CUTOFF] for r in rows}
 
 
@@ -36,8 +37,9 @@ def labelled_populations(
     """
     from intent_spark.split.protocols import protocol_population
 
+    # (spark, root) while exchange/submissions.py (another engineer's) calls it so
     if dataset.protocol:
-        return {S.TEST: protocol_population(spark, lake, dataset)}
+        return {S.TEST: protocol_population(Lake(spark, lake), dataset)}
     rows = {r[S.SPLIT]: r for r in read_table(spark, lake, S.SPLITS, dataset).collect()}  # two rows
     key = ingest_record(spark, lake, dataset)[0]
     if events is None:

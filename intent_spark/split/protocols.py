@@ -21,16 +21,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import HORIZON, LEAVE_LAST_OUT, PROTOCOLS, DatasetRef
 from intent_spark.core.errors import IntentError
-from intent_spark.core.progress import Progress, silent
-from intent_spark.lake.tables import has_table, ingested_source, read_table, write_dataset
+from intent_spark.lake.context import Lake
+from intent_spark.lake.tables import ingested_source
+from intent_spark.split.conf import SplitConf
 from intent_spark.split.holdout import assign_holdout
-from intent_spark.split.stage import write_counts_and_checksums
+from intent_spark.split.split_tables import write_counts_and_checksums
 
 HELD_OUT = "held_out"
 # (held-out event of a known user, of a new user, later event of a known user, of a new user)
@@ -120,12 +121,12 @@ def protocol_targets(
     )
 
 
-def _source_test_split(spark: SparkSession, lake: str, ref: DatasetRef) -> dict:
+def _source_test_split(lake: Lake, ref: DatasetRef) -> dict:
     """The source's test split row: the protocol's cutoff, holdout fraction and seed."""
     prerequisite = f"split {ref.source} first: {ref.name} takes its test cutoff and holdout"
-    if not has_table(spark, lake, S.SPLITS):
+    if not lake.has(S.SPLITS):
         raise IntentError(f"{ref.name}: {prerequisite}")
-    rows = read_table(spark, lake, S.SPLITS, ref.source).where(F.col(S.SPLIT) == S.TEST).collect()
+    rows = lake.read(S.SPLITS, ref.source).where(F.col(S.SPLIT) == S.TEST).collect()
     if not rows:  # one row per split
         raise IntentError(f"{ref.name}: {prerequisite}")
     return rows[0].asDict()
@@ -163,33 +164,28 @@ def label_protocol(events: DataFrame, protocol: str, holdout: DataFrame, cutoff:
     return label_horizon(events, holdout, cutoff)
 
 
-def protocol_population(spark: SparkSession, lake: str, dataset: DatasetRef) -> DataFrame:
+def protocol_population(lake: Lake, dataset: DatasetRef) -> DataFrame:
     """The labelled test population of a protocol variant, from its stored holdout and cutoff."""
     assert dataset.protocol is not None
-    events = read_table(spark, lake, S.EVENTS, dataset.source).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
-    split = read_table(spark, lake, S.SPLITS, dataset).where(F.col(S.SPLIT) == S.TEST).first()  # one row
-    holdout = read_table(spark, lake, S.HOLDOUT, dataset).where(F.col(S.SPLIT) == S.TEST)
+    events = lake.read(S.EVENTS, dataset.source).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+    split = lake.read(S.SPLITS, dataset).where(F.col(S.SPLIT) == S.TEST).first()  # one row
+    holdout = lake.read(S.HOLDOUT, dataset).where(F.col(S.SPLIT) == S.TEST)
     return label_protocol(events, dataset.protocol, holdout, split[S.CUTOFF])
 
 
-def run_protocol_split(
-    spark: SparkSession,
-    lake: str,
-    dataset: DatasetRef,
-    max_per_period: int,
-    progress: Progress = silent,
-) -> None:
+def run_protocol_split(lake: Lake, dataset: DatasetRef, conf: SplitConf) -> None:
     """Write holdout, splits, targets, split_counts and checksums of a protocol variant
-    (``amazon_hk.horizon``); its source must be split first."""
+    (``amazon_hk.horizon``); its source must be split first. Of ``conf`` it takes the targets
+    per period and the user floor, which its counts record as the INTENT split's do."""
     protocol = dataset.protocol
     if protocol is None:
         raise IntentError(f"{dataset}: not a protocol variant (known: {', '.join(PROTOCOLS)})")
-    source = _source_test_split(spark, lake, dataset)
-    events = read_table(spark, lake, S.EVENTS, dataset.source).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
-    progress(f"{dataset}: {protocol} split at {source[S.CUTOFF]:%Y-%m-%d}")
-    key = ingested_source(spark, lake, dataset)
-    write_dataset(protocol_holdout(events, protocol, dataset, source, key), lake, S.HOLDOUT, dataset)
-    holdout = read_table(spark, lake, S.HOLDOUT, dataset)
+    source = _source_test_split(lake, dataset)
+    events = lake.read(S.EVENTS, dataset.source).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+    lake.progress(f"{dataset}: {protocol} split at {source[S.CUTOFF]:%Y-%m-%d}")
+    key = ingested_source(lake.spark, lake.root, dataset)
+    lake.write(protocol_holdout(events, protocol, dataset, source, key), S.HOLDOUT, dataset)
+    holdout = lake.read(S.HOLDOUT, dataset)
     labelled = label_protocol(events, protocol, holdout, source[S.CUTOFF])
     share = labelled.agg(
         (F.count(F.when(~F.col(S.IS_NEW) & (F.col(S.PERIOD) == S.PAST), True)) / F.count(F.lit(1))).alias("s")
@@ -207,10 +203,10 @@ def run_protocol_split(
         int(source["seed"]),
         source[S.ITEM_LEVEL],
     )
-    write_dataset(spark.createDataFrame([row], S.SPLITS_SCHEMA), lake, S.SPLITS, dataset)
-    write_dataset(spark.createDataFrame([], S.SPLIT_CANDIDATES_SCHEMA), lake, S.SPLIT_CANDIDATES, dataset)
+    lake.write(lake.spark.createDataFrame([row], S.SPLITS_SCHEMA), S.SPLITS, dataset)
+    lake.write(lake.spark.createDataFrame([], S.SPLIT_CANDIDATES_SCHEMA), S.SPLIT_CANDIDATES, dataset)
     targets = protocol_targets(
-        labelled, protocol, dataset=dataset, split=S.TEST, max_per_period=max_per_period
+        labelled, protocol, dataset=dataset, split=S.TEST, max_per_period=conf.max_targets_per_period
     )
-    write_dataset(targets, lake, S.TARGETS, dataset)
-    write_counts_and_checksums(spark, lake, dataset, floor_users=0)
+    lake.write(targets, S.TARGETS, dataset)
+    write_counts_and_checksums(lake, dataset, conf.floor_users)

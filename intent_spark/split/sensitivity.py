@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
+from intent_spark.lake.context import Lake
 from intent_spark.lake.reports import compare_folder
 from intent_spark.lake.tables import ingested_source, source_table
 from intent_spark.split.conf import SplitConf
@@ -175,20 +176,20 @@ def cutoff_sensitivity(
     return table
 
 
-def write_sensitivity(spark: SparkSession, lake: str, dataset: DatasetRef, conf: SplitConf) -> Path:
+def write_sensitivity(lake: Lake, dataset: DatasetRef, conf: SplitConf) -> Path:
     """The cutoff under other bands and day/month switches (one row per variant of the rule)."""
     from intent_spark.split.sensitivity import cutoff_sensitivity
 
-    events = source_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+    events = source_table(lake.spark, lake.root, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
     table = cutoff_sensitivity(
         events,
         dataset=dataset,
-        key=ingested_source(spark, lake, dataset),
+        key=ingested_source(lake.spark, lake.root, dataset),
         fraction=conf.holdout_fraction,
         seed=conf.seed,
         rule=conf.rule,
     )
-    path = compare_folder(lake) / f"{dataset}.sensitivity.csv"
+    path = compare_folder(lake.root) / f"{dataset}.sensitivity.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(path, index=False)
     return path

@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
-from intent_spark.core.stage import DATASET, Run, Stage, Task, known, per_dataset
+from intent_spark.core.errors import IntentError
+from intent_spark.core.stage_spec import DATASET, Run, Stage, Task, known, per_dataset
 from intent_spark.ingest.spec import INGEST
+from intent_spark.lake.context import Lake
 from intent_spark.split.conf import SplitConf
 
 
@@ -24,22 +27,26 @@ def variant_overrides(ref: DatasetRef) -> dict[str, Any]:
 
 
 def split_one(
-    spark: Any,
-    lake: str,
+    lake: Lake,
     dataset: DatasetRef,
     conf: SplitConf,
-    progress: Callable[[str], None],
     report: Callable[[dict[str, Any]], object] | None = None,
 ) -> None:
     """The split stage for one dataset or variant (what ``intent split`` runs): a protocol
     variant's test split at its source's cutoff and holdout, else the INTENT split by the rule."""
     from intent_spark.split.protocols import run_protocol_split
-    from intent_spark.split.stage import run_split
+    from intent_spark.split.split_tables import run_split
 
+    source = dataset.source
+    if not lake.has(S.EVENTS) or lake.read(S.EVENTS, source).isEmpty():
+        raise IntentError(f"{lake.root}: no events of {source}; ingest {source} first (`intent ingest`)")
     if dataset.protocol:
-        run_protocol_split(spark, lake, dataset, conf.max_targets_per_period, progress=progress)
+        run_protocol_split(lake, dataset, conf)
+        lake.progress(
+            f"{dataset}: protocol split written (test split only; `intent verify` reports its leak)"
+        )
     else:
-        run_split(spark, lake, dataset, conf, progress=progress, report=report)
+        run_split(lake.spark, lake.root, dataset, conf, progress=lake.progress, report=report)
 
 
 def split_tasks(run: Run) -> list[Task]:
@@ -48,7 +55,7 @@ def split_tasks(run: Run) -> list[Task]:
         conf = run.split_conf(entry.name)
 
         def work(name: DatasetRef = entry.name, conf: SplitConf = conf) -> None:
-            split_one(run.spark, run.lake, name, conf, run.progress, report=run.split_report(name))
+            split_one(run.lake_context(), name, conf, report=run.split_report(name))
 
         tasks.append(Task(SPLIT.name, entry.name, work, known(repr(conf))))
     compare = run.conf.compare
@@ -58,7 +65,7 @@ def split_tasks(run: Run) -> list[Task]:
             per_period = conf.max_targets_per_period
 
             def protocol_work(variant: DatasetRef = variant, conf: SplitConf = conf) -> None:
-                split_one(run.spark, run.lake, variant, conf, run.progress)
+                split_one(run.lake_context(), variant, conf)
 
             # A protocol split takes its source's test cutoff and holdout: it reads that split.
             source_split = ((SPLIT.name, name, None),)
@@ -68,7 +75,7 @@ def split_tasks(run: Run) -> list[Task]:
             seeded = run.split_conf(name, variant_overrides(variant))
 
             def seed_work(variant: DatasetRef = variant, seeded: SplitConf = seeded) -> None:
-                split_one(run.spark, run.lake, variant, seeded, run.progress)
+                split_one(run.lake_context(), variant, seeded)
 
             seed_settings = known(repr(seeded))
             tasks.append(
@@ -81,7 +88,7 @@ def split_tasks(run: Run) -> list[Task]:
             ruled = run.split_conf(name, variant_overrides(variant))
 
             def origin_work(variant: DatasetRef = variant, ruled: SplitConf = ruled) -> None:
-                split_one(run.spark, run.lake, variant, ruled, run.progress)
+                split_one(run.lake_context(), variant, ruled)
 
             origin_settings = known(variant, repr(ruled))
             tasks.append(
@@ -93,7 +100,7 @@ def split_tasks(run: Run) -> list[Task]:
 def _write_sensitivity(run: Run, name: DatasetRef) -> None:
     from intent_spark.split.sensitivity import write_sensitivity
 
-    write_sensitivity(run.spark, run.lake, name, run.split_conf(name))
+    write_sensitivity(run.lake_context(), name, run.split_conf(name))
 
 
 def sensitivity_tasks(run: Run) -> list[Task]:

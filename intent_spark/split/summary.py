@@ -8,19 +8,20 @@ from functools import reduce
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
-from intent_spark.lake.tables import read_table, source_table
+from intent_spark.lake.context import Lake
+from intent_spark.lake.tables import source_table
 from intent_spark.split.cells import label_events, training_events
 
 NAMES = (S.TEST, S.VAL)
 
 
 def split_summary(
-    spark: SparkSession, lake: str, dataset: DatasetRef, labelled_of: Mapping[str, DataFrame] | None = None
+    lake: Lake, dataset: DatasetRef, labelled_of: Mapping[str, DataFrame] | None = None
 ) -> dict[str, Any]:
     """Everything the report shows, as plain data (small: a row per split, candidate and cell).
 
@@ -29,11 +30,11 @@ def split_summary(
     Each figure is one Spark job over both splits (tagged by split), not one job per split.
     """
     labelled_of = labelled_of or {}
-    events = source_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
-    holdout = read_table(spark, lake, S.HOLDOUT, dataset)
-    targets = read_table(spark, lake, S.TARGETS, dataset)
+    events = source_table(lake.spark, lake.root, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+    holdout = lake.read(S.HOLDOUT, dataset)
+    targets = lake.read(S.TARGETS, dataset)
     # a row per split
-    rows = {r[S.SPLIT]: r for r in read_table(spark, lake, S.SPLITS, dataset).collect()}
+    rows = {r[S.SPLIT]: r for r in lake.read(S.SPLITS, dataset).collect()}
     # the summary's two splits, whatever else a table may hold
     targets = targets.where(F.col(S.SPLIT).isin(*NAMES))
     labelled: dict[str, DataFrame] = {}
@@ -52,15 +53,14 @@ def split_summary(
             owned.append(given)
         labelled[name] = given
     try:
-        return _figures(spark, lake, dataset, rows, labelled, targets)
+        return _figures(lake, dataset, rows, labelled, targets)
     finally:
         for frame in owned:
             frame.unpersist()
 
 
 def _figures(
-    spark: SparkSession,
-    lake: str,
+    lake: Lake,
     dataset: DatasetRef,
     rows: Mapping[str, Any],
     labelled: Mapping[str, DataFrame],
@@ -102,7 +102,7 @@ def _figures(
     for r in repeat_counts(labelled[S.TEST], targets).collect():  # per split and cell
         repeats[r[S.SPLIT]][r[S.CELL]] = (r.repeats, r.targets)
     cells: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in NAMES}
-    counts = read_table(spark, lake, S.SPLIT_COUNTS, dataset).where(F.col(S.SPLIT).isin(*NAMES))
+    counts = lake.read(S.SPLIT_COUNTS, dataset).where(F.col(S.SPLIT).isin(*NAMES))
     for r in counts.collect():  # a row per split and cell
         cells[r[S.SPLIT]][r[S.CELL]] = {
             "users": r.n_users,
@@ -111,7 +111,7 @@ def _figures(
             "repeat_rate": _share(*repeats[r[S.SPLIT]].get(r[S.CELL], (0, 0))),
         }
     candidates: dict[str, list[dict[str, Any]]] = {name: [] for name in NAMES}
-    listed = read_table(spark, lake, S.SPLIT_CANDIDATES, dataset).where(F.col(S.SPLIT).isin(*NAMES))
+    listed = lake.read(S.SPLIT_CANDIDATES, dataset).where(F.col(S.SPLIT).isin(*NAMES))
     for r in listed.orderBy(S.SPLIT, "candidate").collect():  # a row per split and candidate
         candidates[r[S.SPLIT]].append(
             {

@@ -11,28 +11,28 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
-from intent_spark.lake.readers import read_catalogue, split_files
-from intent_spark.lake.tables import read_table, source_table
+from intent_spark.lake.context import Lake
+from intent_spark.lake.tables import source_table
 from intent_spark.plugin import Catalogue, Model
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.plugin_errors import plugin_error
+from intent_spark.train.readers import read_catalogue, split_files
 
 
 def stamp_digest(stamp: str) -> str:
     return hashlib.sha256(stamp.encode()).hexdigest()[:16]
 
 
-def item_texts(spark: SparkSession, lake: str, dataset: DatasetRef, split: str) -> list[str]:
+def item_texts(lake: Lake, dataset: DatasetRef, split: str) -> list[str]:
     """Each catalogue item's title and metadata text by index 0..N ("" where there is none).
     One row per item (items, not events), read only for models that ask for text."""
-    catalogue = read_table(spark, lake, S.CATALOGUE, dataset).where(F.col(S.SPLIT) == split)
-    items = source_table(spark, lake, S.ITEMS, dataset)
+    catalogue = lake.read(S.CATALOGUE, dataset).where(F.col(S.SPLIT) == split)
+    items = source_table(lake.spark, lake.root, S.ITEMS, dataset)
     text = F.concat_ws(". ", F.col(S.TITLE), F.col(S.CATEGORY), F.col(S.BRAND))
     rows = (
         catalogue.select(S.ITEM_ID, S.ITEM_INDEX)
@@ -46,12 +46,10 @@ def item_texts(spark: SparkSession, lake: str, dataset: DatasetRef, split: str) 
     return texts
 
 
-def split_catalogue(
-    spark: SparkSession, lake: str, dataset: DatasetRef, split: str, reader: str = "auto"
-) -> Catalogue:
+def split_catalogue(lake: Lake, dataset: DatasetRef, split: str, reader: str = "auto") -> Catalogue:
     """What a model gets of one split's catalogue; item texts are read when it asks."""
-    arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, dataset, split), reader)
-    return replace(arrays, text_loader=lambda: item_texts(spark, lake, dataset, split))
+    arrays = read_catalogue(split_files(lake, S.CATALOGUE, dataset, split), reader)
+    return replace(arrays, text_loader=lambda: item_texts(lake, dataset, split))
 
 
 def build_model(cls: type[Model], catalogue: Catalogue, conf: ModelsConf, device) -> Model:

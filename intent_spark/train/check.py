@@ -156,7 +156,7 @@ class _LifeCycle:
     def __init__(
         self, cls, conf, sizes: CheckSizes, device: torch.device, say: Callable[[str], None]
     ) -> None:
-        from intent_spark.lake.readers import UserBlock
+        from intent_spark.train.readers import UserBlock
 
         self.cls, self.conf, self.sizes, self.device, self.say = cls, conf, sizes, device, say
         self.catalogue = generated_catalogue(sizes)

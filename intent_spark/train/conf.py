@@ -37,7 +37,7 @@ class ModelsConf:
     context: int = 50
     max_tokens: int = 16
     processes: int = 1  # training and scoring processes: TorchDistributor above 1
-    reader: str = "auto"  # the model inputs' reader: auto, arrow or petastorm (lake/readers.py)
+    reader: str = "auto"  # the model inputs' reader: auto, arrow or petastorm (train/readers.py)
     models: dict[str, dict[str, Any]] = field(default_factory=dict)
     steps: int | None = None  # every model's ``steps`` replaced (the demo's short runs)
 

@@ -19,8 +19,6 @@ from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.core.faults import fault_point
 from intent_spark.lake.context import Lake
-from intent_spark.lake.readers import choose_reader, split_files
-from intent_spark.lake.tables import read_table
 from intent_spark.lake.tracking import code_version, start_run
 from intent_spark.plugin import HistoryModel, TrainingData, pick_device
 from intent_spark.split.populations import SPLITS, split_cutoffs
@@ -28,6 +26,7 @@ from intent_spark.train.build import build_model, item_texts, plugin_call, split
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.inputs import build_model_inputs
 from intent_spark.train.plugin_errors import saves_tracebacks
+from intent_spark.train.readers import choose_reader, split_files
 from intent_spark.train.registry import resolve, same_model_note
 from intent_spark.train.workers import FitJob, fit_processes, open_batches
 
@@ -55,7 +54,7 @@ def train(
     nothing gets its run all the same: the catalogue it was built for, its settings."""
     import torch
 
-    spark, root, tracking_uri, progress = lake.spark, lake.root, lake.tracking, lake.progress
+    tracking_uri, progress = lake.tracking_store("train"), lake.progress
     cls = resolve(model)
     name = cls.name
     note = same_model_note(model)
@@ -63,7 +62,7 @@ def train(
         progress(note)
     splits = _check_splits(splits)
     stamp = build_model_inputs(lake, dataset, context=conf.context, max_tokens=conf.max_tokens)
-    cutoffs = split_cutoffs(spark, root, dataset)
+    cutoffs = split_cutoffs(lake, dataset)
     absent = [split for split in splits if split not in cutoffs]
     if absent:  # a protocol variant has a test split only
         progress(f"{dataset}: no {', '.join(absent)} split; training {', '.join(cutoffs)} only")
@@ -71,7 +70,7 @@ def train(
     device = pick_device()
     # count models train in one process
     distributed = cls.fits and conf.processes > 1 and not issubclass(cls, HistoryModel)
-    split_rows = read_table(spark, root, S.SPLITS, dataset).collect()  # a row per split
+    split_rows = lake.read(S.SPLITS, dataset).collect()  # a row per split
     params: dict[str, Any] = {
         "dataset": dataset,
         "model": name,
@@ -99,7 +98,7 @@ def train(
             _fit_in_processes(lake, dataset, model, conf, splits, Path(tmp)) if distributed else {}
         )
         for split in splits:
-            catalogue = split_catalogue(spark, root, dataset, split, conf.reader)
+            catalogue = split_catalogue(lake, dataset, split, conf.reader)
             meta: dict[str, Any] = {
                 "split": split,
                 "n_items": catalogue.n_items,
@@ -116,7 +115,7 @@ def train(
             else:
                 fitted = build_model(cls, catalogue, conf, device)
                 if cls.fits:
-                    urls = split_files(spark, root, S.TRAIN_SEQUENCES, dataset, split)
+                    urls = split_files(lake, S.TRAIN_SEQUENCES, dataset, split)
                     training = TrainingData(
                         partial(open_batches, urls, (0, 1), conf.reader),
                         context=conf.context,
@@ -143,21 +142,21 @@ def _fit_in_processes(
     split in one launch; rank 0's saved model of each split copied into ``folder/split``; each
     split's fit numbers."""
     from intent_spark.lake.files import remove_folder as drop_staging
-    from intent_spark.lake.readers import row_groups
     from intent_spark.train.distributed import copy_folder, read_json, run_processes
+    from intent_spark.train.readers import row_groups
 
-    spark, root, progress = lake.spark, lake.root, lake.progress
+    progress = lake.progress
     cls = resolve(model)
     if not cls.distributable:
         raise IntentError(
             f"model {cls.name!r} cannot be distributed (its fit has its own loop); train it with --processes 1"
         )
-    staging = f"{root.rstrip('/')}/_staging/train/{dataset}/{cls.name}"
+    staging = f"{lake.root.rstrip('/')}/_staging/train/{dataset}/{cls.name}"
     drop_staging(staging)
     jobs = []
     for split in splits:
         where = f"{dataset} {cls.name} {split}"
-        urls = split_files(spark, root, S.TRAIN_SEQUENCES, dataset, split)
+        urls = split_files(lake, S.TRAIN_SEQUENCES, dataset, split)
         groups = row_groups(urls)
         if groups < conf.processes:
             raise IntentError(
@@ -167,8 +166,8 @@ def _fit_in_processes(
             FitJob(
                 model=model,
                 conf=conf,
-                catalogue_urls=split_files(spark, root, S.CATALOGUE, dataset, split),
-                texts=item_texts(spark, root, dataset, split) if cls.needs_text else None,
+                catalogue_urls=split_files(lake, S.CATALOGUE, dataset, split),
+                texts=item_texts(lake, dataset, split) if cls.needs_text else None,
                 sequence_urls=urls,
                 staging=f"{staging}/{split}",
                 where=where,
@@ -178,7 +177,7 @@ def _fit_in_processes(
             f"{where}: training in {conf.processes} processes ({groups} row groups of training sequences)"
         )
     try:
-        run_processes(spark, conf.processes, fit_processes, staging, f"{dataset} {cls.name}", jobs)
+        run_processes(lake.spark, conf.processes, fit_processes, staging, f"{dataset} {cls.name}", jobs)
         stats = {}
         for split in splits:
             copy_folder(f"{staging}/{split}/model", str(folder / split))

@@ -18,21 +18,14 @@ from __future__ import annotations
 
 from functools import reduce
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.faults import fault_point
 from intent_spark.lake.context import Lake
-from intent_spark.lake.tables import (
-    has_table,
-    persisted_events,
-    read_table,
-    source_table,
-    spark_conf,
-    write_dataset,
-)
+from intent_spark.lake.tables import persisted_events, source_table, spark_conf
 from intent_spark.split.cells import training_events
 from intent_spark.split.populations import labelled_populations
 
@@ -154,9 +147,9 @@ def _tagged(frames: list[DataFrame], dataset: str) -> DataFrame:
     return reduce(DataFrame.unionByName, frames).withColumn(S.DATASET, F.lit(dataset))
 
 
-def inputs_stamp(spark: SparkSession, lake: str, dataset: str, context: int, max_tokens: int) -> str:
+def inputs_stamp(lake: Lake, dataset: str, context: int, max_tokens: int) -> str:
     """What the model inputs depend on: the split tables' checksums and the input settings."""
-    rows = read_table(spark, lake, S.CHECKSUMS, dataset).collect()  # one row per split table
+    rows = lake.read(S.CHECKSUMS, dataset).collect()  # one row per split table
     sums = ",".join(f"{r.table}:{r.rows}:{r.checksum}" for r in sorted(rows, key=lambda r: r.table))
     return f"{sums};context={context};max_tokens={max_tokens};layout={INPUTS_LAYOUT}"
 
@@ -169,37 +162,34 @@ def build_model_inputs(
 
     Skipped when the stored stamp shows the split and settings are unchanged.
     """
-    spark, root, progress = lake.spark, lake.root, lake.progress
-    stamp = inputs_stamp(spark, root, dataset, context, max_tokens)
-    if not force and has_table(spark, root, S.MODEL_INPUTS):
-        previous = read_table(spark, root, S.MODEL_INPUTS, dataset).collect()  # at most one row
+    stamp = inputs_stamp(lake, dataset, context, max_tokens)
+    if not force and lake.has(S.MODEL_INPUTS):
+        previous = lake.read(S.MODEL_INPUTS, dataset).collect()  # at most one row
         if previous and previous[0]["stamp"] == stamp:
-            progress(f"{dataset}: model inputs up to date")
+            lake.progress(f"{dataset}: model inputs up to date")
             return stamp
-    with persisted_events(spark, root, dataset) as events:
+    with persisted_events(lake.spark, lake.root, dataset) as events:
         _write_model_inputs(lake, dataset, events, context, max_tokens)
-    write_dataset(
-        spark.createDataFrame([(dataset, stamp)], S.MODEL_INPUTS_SCHEMA), root, S.MODEL_INPUTS, dataset
-    )
+    lake.write(lake.spark.createDataFrame([(dataset, stamp)], S.MODEL_INPUTS_SCHEMA), S.MODEL_INPUTS, dataset)
     return stamp
 
 
 def _write_model_inputs(lake: Lake, dataset, events, context, max_tokens) -> None:
     """Catalogue, training sequences and scoring streams of both splits, from one read of the
     events: each split's population is labelled from that one persisted set."""
-    spark, root, progress = lake.spark, lake.root, lake.progress
-    items = source_table(spark, root, S.ITEMS, dataset).select(S.ITEM_ID, S.TOKENS)
-    targets = read_table(spark, root, S.TARGETS, dataset)
-    populations = labelled_populations(spark, root, dataset, events)
+    spark, progress = lake.spark, lake.progress
+    items = source_table(spark, lake.root, S.ITEMS, dataset).select(S.ITEM_ID, S.TOKENS)
+    targets = lake.read(S.TARGETS, dataset)
+    populations = labelled_populations(spark, lake.root, dataset, events)
     progress(f"{dataset}: writing the catalogue of each split")
     catalogues = [
         catalogue(labelled, items, max_tokens).withColumn(S.SPLIT, F.lit(split))
         for split, labelled in populations.items()
     ]
-    write_dataset(_tagged(catalogues, dataset), root, S.CATALOGUE, dataset)
+    lake.write(_tagged(catalogues, dataset), S.CATALOGUE, dataset)
     fault_point("inputs.catalogue")
     # Indices are read back from the stored catalogue, not recomputed for every table.
-    stored = read_table(spark, root, S.CATALOGUE, dataset)
+    stored = lake.read(S.CATALOGUE, dataset)
     n_events = events.count()
     files = max(1, -(-n_events // SCORE_ROWS_PER_FILE))
     train_files = max(MIN_TRAIN_FILES, -(-n_events // TRAIN_EVENTS_PER_FILE))
@@ -215,6 +205,6 @@ def _write_model_inputs(lake: Lake, dataset, events, context, max_tokens) -> Non
     progress(f"{dataset}: writing training sequences ({train_files} files per split)")
     # Adaptive execution would merge small shuffle partitions, and with them the files.
     with spark_conf(spark, {"spark.sql.adaptive.coalescePartitions.enabled": "false"}):
-        write_dataset(_tagged(sequences, dataset), root, S.TRAIN_SEQUENCES, dataset)
+        lake.write(_tagged(sequences, dataset), S.TRAIN_SEQUENCES, dataset)
     progress(f"{dataset}: writing scoring streams ({files} file(s) per split)")
-    write_dataset(_tagged(streams, dataset), root, S.SCORE_EVENTS, dataset)
+    lake.write(_tagged(streams, dataset), S.SCORE_EVENTS, dataset)

@@ -66,14 +66,14 @@ def plugin_error(where: str, what: str, exc: BaseException, cls: type) -> Plugin
     return PluginError(message, getattr(cls, "name", "") or cls.__name__, shown, whole)
 
 
-def traceback_file(lake: str, dataset: str, model: str) -> str:
+def traceback_file(lake: Lake, dataset: str, model: str) -> str:
     """Beside the dataset's stage log (``LAKE/_stages/DATASET.json``)."""
-    lake = lake if "://" in lake else str(Path(lake).resolve())
-    return f"{lake.rstrip('/')}/_stages/{dataset}.{model}.traceback.txt"
+    root = lake.root if "://" in lake.root else str(Path(lake.root).resolve())
+    return f"{root.rstrip('/')}/_stages/{dataset}.{model}.traceback.txt"
 
 
 @contextmanager
-def tracebacks_saved(lake: str, dataset: str) -> Iterator[None]:
+def tracebacks_saved(lake: Lake, dataset: str) -> Iterator[None]:
     """A plug-in's exception in the block has its whole traceback written beside the stage
     log, and its line names the file."""
     try:
@@ -103,7 +103,7 @@ def saves_tracebacks(stage: Stage) -> Stage:
 
     @functools.wraps(stage)
     def wrapper(lake: Lake, dataset: str, *args: Any, **kwargs: Any) -> Any:
-        with tracebacks_saved(lake.root, dataset):
+        with tracebacks_saved(lake, dataset):
             return stage(lake, dataset, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

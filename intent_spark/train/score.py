@@ -7,7 +7,6 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
@@ -16,8 +15,6 @@ from intent_spark.core.errors import IntentError
 from intent_spark.core.faults import fault_point
 from intent_spark.lake.context import Lake
 from intent_spark.lake.files import remove_folder
-from intent_spark.lake.readers import split_files, user_batches
-from intent_spark.lake.tables import read_table, write_dataset
 from intent_spark.lake.tracking import download_artifacts, find_run, log_run_metrics
 from intent_spark.plugin import HistoryModel, pick_device
 from intent_spark.split.populations import SPLITS
@@ -31,6 +28,7 @@ from intent_spark.train.conf import ModelsConf
 from intent_spark.train.fit import train
 from intent_spark.train.inputs import inputs_stamp
 from intent_spark.train.plugin_errors import saves_tracebacks
+from intent_spark.train.readers import split_files, user_batches
 from intent_spark.train.registry import resolve, same_model_note
 from intent_spark.train.workers import STAGED_SCHEMA, ScoreJob, rank_split, score_process, staged_part
 
@@ -47,10 +45,10 @@ def scoring_run(
     """The model's class and the MLflow run to score from: the given run, or the newest for the
     dataset and model, checked against the current split and inputs. A model that fits nothing
     and has no run for this split gets one (``train`` without fitting)."""
-    spark, root, tracking_uri = lake.spark, lake.root, lake.tracking
+    tracking_uri = lake.tracking_store("score")
     cls = resolve(model)
     name = cls.name
-    stamp = stamp_digest(inputs_stamp(spark, root, dataset, conf.context, conf.max_tokens))
+    stamp = stamp_digest(inputs_stamp(lake, dataset, conf.context, conf.max_tokens))
     run = find_run(tracking_uri, dataset, name, run_id, missing_ok=not cls.fits)
     if run is not None and not cls.fits and run.data.params.get("inputs_stamp") != stamp and not run_id:
         run = None  # built for another split: build it again, there is nothing to fit
@@ -78,7 +76,7 @@ def score(
     """Rank the full catalogue for every target of the splits the run was trained on; replace the
     model's ``ranks``; return its rows. A model that fits nothing and has no run yet gets one
     here (``train`` without fitting), so it is scored without a train stage."""
-    spark, root, tracking_uri, progress = lake.spark, lake.root, lake.tracking, lake.progress
+    tracking_uri, progress = lake.tracking_store("score"), lake.progress
     cls, run = scoring_run(lake, dataset, model, conf, run_id=run_id, parent_run_id=parent_run_id)
     name = cls.name
     note = same_model_note(model)
@@ -86,14 +84,11 @@ def score(
         progress(note)
     splits = run.data.params.get("splits", ",".join(SPLITS)).split(",")
     device = pick_device()
-    staging = f"{root.rstrip('/')}/_staging/ranks/{dataset}/{name}"
+    staging = f"{lake.root.rstrip('/')}/_staging/ranks/{dataset}/{name}"
     metrics: dict[str, float] = {}
     # how many targets each split must rank, from the split's own counts (a row per cell)
     per_split = (
-        read_table(spark, root, S.SPLIT_COUNTS, dataset)
-        .groupBy(S.SPLIT)
-        .agg(F.sum("n_targets").alias("count"))
-        .collect()
+        lake.read(S.SPLIT_COUNTS, dataset).groupBy(S.SPLIT).agg(F.sum("n_targets").alias("count")).collect()
     )
     targets = {r[S.SPLIT]: int(r["count"]) for r in per_split}
     drop_staging(staging)  # parts a killed scoring left behind are not this one's
@@ -107,9 +102,9 @@ def score(
             with tempfile.TemporaryDirectory() as tmp:
                 folder = download_artifacts(tracking_uri, run.info.run_id, "model", tmp)
                 for split in splits:
-                    catalogue = split_catalogue(spark, root, dataset, split, conf.reader)
+                    catalogue = split_catalogue(lake, dataset, split, conf.reader)
                     fitted = load_model(cls, folder / split, catalogue, conf, device)
-                    urls = split_files(spark, root, S.SCORE_EVENTS, dataset, split)
+                    urls = split_files(lake, S.SCORE_EVENTS, dataset, split)
                     seconds, written = rank_split(
                         fitted,
                         user_batches(urls, conf.reader),
@@ -126,7 +121,7 @@ def score(
         drop_staging(staging)  # nothing of a failed scoring is kept
         raise
     fault_point("score.staged")
-    rows = write_ranks(spark, root, dataset, name, staging, splits)
+    rows = write_ranks(lake, dataset, name, staging, splits)
     log_run_metrics(tracking_uri, run.info.run_id, metrics)
     return rows
 
@@ -150,7 +145,6 @@ def _score_in_processes(lake: Lake, scoring: Scoring) -> dict[str, float]:
     N-th user block; their staged parts must hold every target of the split."""
     from intent_spark.train.distributed import run_processes, staged_counts
 
-    spark, root = lake.spark, lake.root
     dataset, conf, splits, targets = scoring.dataset, scoring.conf, scoring.splits, scoring.targets
     cls = resolve(scoring.model)
     where = f"{dataset} {cls.name}"
@@ -158,18 +152,16 @@ def _score_in_processes(lake: Lake, scoring: Scoring) -> dict[str, float]:
     job = ScoreJob(
         model=scoring.model,
         conf=conf,
-        tracking_uri=lake.tracking,
+        tracking_uri=lake.tracking_store("score"),
         run_id=scoring.run_id,
         splits=list(splits),
-        catalogue_urls={split: split_files(spark, root, S.CATALOGUE, dataset, split) for split in splits},
-        event_urls={split: split_files(spark, root, S.SCORE_EVENTS, dataset, split) for split in splits},
-        texts={
-            split: item_texts(spark, root, dataset, split) if cls.needs_text else None for split in splits
-        },
+        catalogue_urls={split: split_files(lake, S.CATALOGUE, dataset, split) for split in splits},
+        event_urls={split: split_files(lake, S.SCORE_EVENTS, dataset, split) for split in splits},
+        texts={split: item_texts(lake, dataset, split) if cls.needs_text else None for split in splits},
         staging=scoring.staging,
         where=where,
     )
-    run_processes(spark, conf.processes, score_process, scoring.staging, where, job)
+    run_processes(lake.spark, conf.processes, score_process, scoring.staging, where, job)
     counts = staged_counts(scoring.staging)
     metrics: dict[str, float] = {"score.processes": float(conf.processes)}
     for split in splits:
@@ -189,15 +181,13 @@ def drop_staging(staging: str) -> None:
     remove_folder(staging)
 
 
-def write_ranks(
-    spark: SparkSession, lake: str, dataset: str, model: str, staging: str, splits: Sequence[str]
-) -> int:
+def write_ranks(lake: Lake, dataset: str, model: str, staging: str, splits: Sequence[str]) -> int:
     """Join staged ranks to their targets (cell, user) and replace the model's ranks partition."""
-    targets = read_table(spark, lake, S.TARGETS, dataset)
+    targets = lake.read(S.TARGETS, dataset)
     staged = None
     for split in splits:
         part = (
-            spark.read.schema(STAGED_SCHEMA)  # known: no job to infer it from the files
+            lake.spark.read.schema(STAGED_SCHEMA)  # known: no job to infer it from the files
             .parquet(f"{staging}/{split}")  # one part per scoring process
             .withColumn(S.SPLIT, F.lit(split))
         )
@@ -205,6 +195,6 @@ def write_ranks(
     ranks = targets.join(staged, [S.SPLIT, S.SEQ]).select(
         S.DATASET, S.SPLIT, S.CELL, F.lit(model).alias(S.MODEL), S.USER_ID, S.SEQ, S.RANK, S.TIED
     )
-    written = write_dataset(ranks, lake, S.RANKS, dataset, model=model)
+    written = lake.write(ranks, S.RANKS, dataset, model=model)
     drop_staging(staging)
     return written

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from intent_spark.core.datasets import DatasetRef
-from intent_spark.core.stage import DATASET_MODEL, TRANSFER_PAIR, Run, Stage, Task, known
+from intent_spark.core.stage_spec import DATASET_MODEL, TRANSFER_PAIR, Run, Stage, Task, known
 from intent_spark.split.spec import SPLIT
 
 
@@ -17,14 +17,15 @@ def train_tasks(run: Run) -> list[Task]:
             settings = conf.logged(model)
 
             def work(name: DatasetRef = name, model: str = model) -> None:
-                train(
+                run_id = train(
                     run.lake_context(),
                     name,
-                    model,
+                    run.spec_of(model),
                     conf,
                     parent_run_id=run.benchmark(),
                     splits=run.splits_of(name),
                 )
+                run.progress(f"{name} {model}: logged to MLflow run {run_id}")
 
             fit = known(conf.context, conf.max_tokens, settings)
             tasks.append(Task(TRAIN.name, name, work, fit, model))
@@ -39,7 +40,14 @@ def score_tasks(run: Run) -> list[Task]:
         for model in run.models:
 
             def work(name: DatasetRef = name, model: str = model) -> None:
-                rows = score(run.lake_context(), name, model, run.models_conf, parent_run_id=run.benchmark())
+                rows = score(
+                    run.lake_context(),
+                    name,
+                    run.spec_of(model),
+                    run.models_conf,
+                    run_id=run.call.run_id,
+                    parent_run_id=run.benchmark(),
+                )
                 run.progress(f"{name} {model}: {rows:,} ranks")
 
             tasks.append(Task(SCORE.name, name, work, model=model))

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterable
 
 import numpy as np
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
@@ -21,12 +21,12 @@ from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
 from intent_spark.ingest.tokens import MIN_WORD_LENGTH, WORD_SPLIT
 from intent_spark.lake.context import Lake
-from intent_spark.lake.readers import read_catalogue, split_files, user_blocks
-from intent_spark.lake.tables import read_table, source_table, write_dataset
+from intent_spark.lake.tables import source_table
 from intent_spark.lake.tracking import download_artifacts, find_run
 from intent_spark.plugin import Catalogue, load_state, pick_device
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.inputs import build_model_inputs, first_token_ids, token_vocabulary
+from intent_spark.train.readers import read_catalogue, split_files, user_blocks
 from intent_spark.train.score import write_ranks
 from intent_spark.train.workers import rank_split, staged_part
 from models.sasrec import SASRecF, SASRecFModel
@@ -66,19 +66,18 @@ def transferred_token_ids(
     )
 
 
-def source_vocabulary(spark: SparkSession, lake: str, source: DatasetRef) -> DataFrame:
+def source_vocabulary(lake: Lake, source: DatasetRef) -> DataFrame:
     """The token ids the source's test-split content model was trained with."""
-    catalogue = read_table(spark, lake, S.CATALOGUE, source).where(F.col(S.SPLIT) == S.TEST)
-    items = source_table(spark, lake, S.ITEMS, source).select(S.ITEM_ID, S.TOKENS)
+    catalogue = lake.read(S.CATALOGUE, source).where(F.col(S.SPLIT) == S.TEST)
+    items = source_table(lake.spark, lake.root, S.ITEMS, source).select(S.ITEM_ID, S.TOKENS)
     return token_vocabulary(catalogue, items)
 
 
-def target_token_ids(
-    spark: SparkSession, lake: str, source: DatasetRef, target: DatasetRef, max_tokens: int
-) -> DataFrame:
-    catalogue = read_table(spark, lake, S.CATALOGUE, target).where(F.col(S.SPLIT) == S.TEST)
-    items = source_table(spark, lake, S.ITEMS, target).select(S.ITEM_ID, S.TOKENS)
-    return transferred_token_ids(catalogue, items, source_vocabulary(spark, lake, source), max_tokens)
+def target_token_ids(lake: Lake, source: DatasetRef, target: DatasetRef, max_tokens: int) -> DataFrame:
+    """``item_id, item_index, token_ids`` of the target's test catalogue in the source's token ids."""
+    catalogue = lake.read(S.CATALOGUE, target).where(F.col(S.SPLIT) == S.TEST)
+    items = source_table(lake.spark, lake.root, S.ITEMS, target).select(S.ITEM_ID, S.TOKENS)
+    return transferred_token_ids(catalogue, items, source_vocabulary(lake, source), max_tokens)
 
 
 def coverage(targets: DataFrame, token_ids: DataFrame) -> DataFrame:
@@ -93,10 +92,10 @@ def coverage(targets: DataFrame, token_ids: DataFrame) -> DataFrame:
     )
 
 
-def shared_cutoffs(spark: SparkSession, lake: str, datasets: Iterable[str]) -> list:
+def shared_cutoffs(lake: Lake, datasets: Iterable[str]) -> list:
     """The test-split boundaries admissible in every one of the datasets (small: one row each)."""
     rows = (
-        read_table(spark, lake, S.SPLITS)
+        lake.read(S.SPLITS)
         .where(F.col(S.DATASET).isin(list(datasets)) & (F.col(S.SPLIT) == S.TEST))
         .select("admissible")
         .collect()
@@ -115,16 +114,17 @@ def score_transfer(
 
     from intent_spark.core.datasets import TRANSFER_MODELS, transfer_model
 
-    spark, root, tracking_uri, progress = lake.spark, lake.root, lake.tracking, lake.progress
+    progress = lake.progress
     if model not in TRANSFER_MODELS:
         raise IntentError(
             f"{model} cannot transfer: only {', '.join(TRANSFER_MODELS)} scores items it never saw"
         )
+    tracking_uri = lake.tracking_store("transfer")
     name = transfer_model(model, source)
     run = find_run(tracking_uri, source, model)
     build_model_inputs(lake, target, context=conf.context, max_tokens=conf.max_tokens)
-    source_arrays = read_catalogue(split_files(spark, root, S.CATALOGUE, source, S.TEST), conf.reader)
-    token_ids = target_token_ids(spark, root, source, target, conf.max_tokens).cache()
+    source_arrays = read_catalogue(split_files(lake, S.CATALOGUE, source, S.TEST), conf.reader)
+    token_ids = target_token_ids(lake, source, target, conf.max_tokens).cache()
     # One row per target catalogue item (items, not events), as read_catalogue reads it.
     rows = token_ids.select(S.ITEM_INDEX, S.TOKEN_IDS).toPandas().sort_values(S.ITEM_INDEX)
     tokens = np.zeros((len(rows) + 1, conf.max_tokens), dtype=np.int64)
@@ -143,11 +143,11 @@ def score_transfer(
     state["item_tokens"] = network.item_tokens
     network.load_state_dict(state)
     fitted.network = network.to(device).eval()
-    targets = read_table(spark, root, S.TARGETS, target).where(F.col(S.SPLIT) == S.TEST)
-    staging = f"{root.rstrip('/')}/_staging/ranks/{target}/{name}"
+    targets = lake.read(S.TARGETS, target).where(F.col(S.SPLIT) == S.TEST)
+    staging = f"{lake.root.rstrip('/')}/_staging/ranks/{target}/{name}"
     rank_split(
         fitted,
-        user_blocks(split_files(spark, root, S.SCORE_EVENTS, target, S.TEST), conf.reader),
+        user_blocks(split_files(lake, S.SCORE_EVENTS, target, S.TEST), conf.reader),
         conf,
         device,
         staged_part(staging, S.TEST),
@@ -155,8 +155,8 @@ def score_transfer(
         lambda line: progress(f"{target} {name}: {line}"),
         where=f"{target} {name}",
     )
-    written = write_ranks(spark, root, target, name, staging, [S.TEST])
-    shared = shared_cutoffs(spark, root, (source, target))
+    written = write_ranks(lake, target, name, staging, [S.TEST])
+    shared = shared_cutoffs(lake, (source, target))
     reached = coverage(targets, token_ids).select(
         F.lit(target).alias(S.DATASET),
         F.lit(source).alias(S.SOURCE),
@@ -166,6 +166,6 @@ def score_transfer(
         "n_with_tokens",
         F.array(*[F.lit(c) for c in shared]).cast("array<timestamp>").alias("shared_cutoffs"),
     )
-    write_dataset(reached, root, S.TRANSFERS, target, source=source)
+    lake.write(reached, S.TRANSFERS, target, source=source)
     token_ids.unpersist()
     return written

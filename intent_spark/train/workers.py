@@ -14,7 +14,6 @@ from typing import Any
 
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
-from intent_spark.lake.readers import read_catalogue, training_batches, user_blocks
 from intent_spark.lake.tracking import download_artifacts
 from intent_spark.plugin import TrainingData
 from intent_spark.train.build import build_model, load_model, plugin_call
@@ -28,6 +27,7 @@ from intent_spark.train.distributed import (
     with_texts,
     write_text,
 )
+from intent_spark.train.readers import read_catalogue, training_batches, user_blocks
 from intent_spark.train.registry import resolve
 
 

@@ -39,6 +39,7 @@ from intent_spark.core.sources import (
 )
 from intent_spark.generate import SOURCES, generate_release
 from intent_spark.ingest import ingest_source
+from intent_spark.lake.context import Lake
 from intent_spark.lake.tables import write_dataset
 from intent_spark.report.audit import audit_sections
 
@@ -128,18 +129,20 @@ def test_admissible_dataset_passes_every_criterion_with_hand_numbers(spark, hand
     assert measures["id_format"] == "digits"
     assert measures["event_types"] == {"purchase": 120}
 
-    verdicts = _verdicts(audit_dataset(spark, hand_lake, DatasetRef("good"), CONF, floor_users=20))
+    verdicts = _verdicts(
+        audit_dataset(Lake(spark, hand_lake), DatasetRef("good"), CONF, min_sequence_users=20)
+    )
     assert verdicts == {c: (ADMIT, "") for c in CRITERIA}
 
 
 def test_too_few_users_fail_the_default_floor(spark, hand_lake):
-    verdicts = _verdicts(audit_dataset(spark, hand_lake, DatasetRef("good"), CONF))
+    verdicts = _verdicts(audit_dataset(Lake(spark, hand_lake), DatasetRef("good"), CONF))
     assert verdicts[POPULATION] == (REJECT, "30 users have 3+ events, below the floor of 25,000")
     assert {c for c, (v, _) in verdicts.items() if v == REJECT} == {POPULATION}
 
 
 def test_date_only_ties_fail_calendar_timestamps(spark, hand_lake):
-    table = audit_dataset(spark, hand_lake, DatasetRef("dates"), CONF, floor_users=2)
+    table = audit_dataset(Lake(spark, hand_lake), DatasetRef("dates"), CONF, min_sequence_users=2)
     verdicts = _verdicts(table)
     verdict, reason = verdicts[CALENDAR]
     assert verdict == REJECT and "date-only" in reason and "90.0%" in reason
@@ -160,14 +163,16 @@ def test_ties_are_judged_only_on_date_only_timestamps(spark, hand_lake):
     assert measures["tie_share"] == pytest.approx(9 / 10) and measures["resolution"] == "day"
     assert measures["users"] == 4 and measures["single_share"] == 0.25 and measures["sequence_users"] == 3
     timed = {**measures, "resolution": "hour"}  # the same ties at hour resolution: a real tie, kept
-    assert _verdicts(audit_verdicts(timed, CONF, floor_users=2))[CALENDAR] == (ADMIT, "")
+    assert _verdicts(audit_verdicts(timed, CONF, min_sequence_users=2))[CALENDAR] == (ADMIT, "")
     lonely = {**measures, "single_share": 0.75, "users": 4}
-    verdict, reason = _verdicts(audit_verdicts(lonely, CONF, floor_users=2))[STABLE]
+    verdict, reason = _verdicts(audit_verdicts(lonely, CONF, min_sequence_users=2))[STABLE]
     assert verdict == REJECT and "75.0% of 4 users have a single event" in reason
 
 
 def test_unmapped_event_type_fails_action_mapping(spark, hand_lake):
-    verdicts = _verdicts(audit_dataset(spark, hand_lake, DatasetRef("odd"), CONF, floor_users=20))
+    verdicts = _verdicts(
+        audit_dataset(Lake(spark, hand_lake), DatasetRef("odd"), CONF, min_sequence_users=20)
+    )
     verdict, reason = verdicts[ACTION]
     assert verdict == REJECT and "'mystery' (3 events)" in reason and "writes purchase" in reason
     # An override type and a column action map it; an override with no field does not.
@@ -177,10 +182,10 @@ def test_unmapped_event_type_fails_action_mapping(spark, hand_lake):
     )
     for action in (overridden, ActionSpec(column="kind")):
         conf = replace(CONF, events=replace(CONF.events, action=action))
-        assert _verdicts(audit_verdicts(measures, conf, floor_users=20))[ACTION] == (ADMIT, "")
+        assert _verdicts(audit_verdicts(measures, conf, min_sequence_users=20))[ACTION] == (ADMIT, "")
     blank = ActionSpec(constant="purchase", overrides=(ActionOverride(type="mystery", present=" "),))
     conf = replace(CONF, events=replace(CONF.events, action=blank))
-    assert _verdicts(audit_verdicts(measures, conf, floor_users=20))[ACTION] == (
+    assert _verdicts(audit_verdicts(measures, conf, min_sequence_users=20))[ACTION] == (
         REJECT,
         "override(s) mystery name no source field",
     )
@@ -209,7 +214,9 @@ def _good_measures() -> dict:
 
 def test_missing_terms_or_user_field_reject(spark, hand_lake):
     verdicts = _verdicts(
-        audit_dataset(spark, hand_lake, DatasetRef("good"), replace(CONF, terms=""), floor_users=20)
+        audit_dataset(
+            Lake(spark, hand_lake), DatasetRef("good"), replace(CONF, terms=""), min_sequence_users=20
+        )
     )
     assert verdicts[ACCESS] == (REJECT, "the conf gives no terms")
     both = _verdicts(audit_verdicts(_good_measures(), replace(CONF, terms=" ", release=""), 20))
@@ -222,12 +229,12 @@ def test_missing_terms_or_user_field_reject(spark, hand_lake):
 
 
 def test_write_audit_and_report_section(spark, hand_lake):
-    path = write_audit(spark, hand_lake, DatasetRef("dates"), CONF, floor_users=2)
+    path = write_audit(Lake(spark, hand_lake), DatasetRef("dates"), CONF, min_sequence_users=2)
     assert path.name == "dates.csv" and path.parent.name == "audit"
     figure = path.with_suffix(".png")
     labels = json.loads(Image.open(figure).info["intent.axes"])
     assert len(labels) == 2 and all(x and y for x, y in labels)
-    [section] = audit_sections(hand_lake)
+    [section] = audit_sections(Lake(spark, hand_lake))
     assert section.title == "dates: admission audit" and section.figure == figure
     assert section.table.loc[CALENDAR, "verdict"] == REJECT and section.table.loc[ACCESS, "reason"] == ""
     assert "rejected on calendar timestamps" in section.note
@@ -245,7 +252,7 @@ def _rejected(table) -> dict[str, str]:
 @pytest.mark.parametrize("name", SOURCES)
 def test_generated_sources_pass_every_criterion(spark, generated_lake, name):
     lake, _, _ = generated_lake
-    table = audit_dataset(spark, lake, DatasetRef(name), load_source(name), floor_users=100)
+    table = audit_dataset(Lake(spark, lake), DatasetRef(name), load_source(name), min_sequence_users=100)
     assert _rejected(table) == {}
 
 
@@ -257,8 +264,13 @@ def test_generated_card_transactions(spark, tmp_path):
     raw, lake = tmp_path / "raw", str(tmp_path / "lake")
     generate_release("cct", raw, 3000, seed=2)
     ingest_source(spark, load_source("cct"), str(raw), lake)
-    assert _rejected(audit_dataset(spark, lake, DatasetRef("cct"), load_source("cct"), floor_users=40)) == {}
-    table = audit_dataset(spark, lake, DatasetRef("cct"), load_source("cct"), floor_users=100)
+    assert (
+        _rejected(
+            audit_dataset(Lake(spark, lake), DatasetRef("cct"), load_source("cct"), min_sequence_users=40)
+        )
+        == {}
+    )
+    table = audit_dataset(Lake(spark, lake), DatasetRef("cct"), load_source("cct"), min_sequence_users=100)
     rejected = _rejected(table)
     assert set(rejected) == {POPULATION}
     assert rejected[POPULATION].endswith("users have 3+ events, below the floor of 100")
@@ -285,6 +297,8 @@ def test_cli_exit_status_and_lines(spark, hand_lake, tmp_path, capsys):
     assert "reject sequence population: 30 users have 3+ events" in err
     assert "admit access" in err and "rejected on: sequence population" in err
     assert (out / "good.csv").exists() and (out / "good.png").exists()
-    assert main([*args, "--dataset", "good", "--floor-users", "20"]) == 0
+    assert main([*args, "--dataset", "good", "--sequence-users", "20"]) == 0
     assert main([*args, "--dataset", "missing"]) == 2
     assert "holds no events of 'missing'" in capsys.readouterr().err
+    assert main([*args, "--dataset", "good", "--floor-users", "20"]) == 2  # the cells' floor, not the audit's
+    assert "the audit's is `--sequence-users 20`" in capsys.readouterr().err

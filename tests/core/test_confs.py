@@ -15,10 +15,10 @@ from intent_spark.core.conf import CONF_DIR
 from intent_spark.core.errors import ConfError
 from intent_spark.core.runconf import load_run_conf
 from intent_spark.core.sources import load_source
-from intent_spark.lake.readers import petastorm_problem
 from intent_spark.lake.session import spark_settings
 from intent_spark.split.conf import load_split_conf
 from intent_spark.train.conf import load_models_conf
+from intent_spark.train.readers import petastorm_problem
 
 
 def _write(path: Path, data: dict) -> Path:
@@ -65,7 +65,15 @@ def test_the_shipped_confs_load():
             _demo(compare={"protocol": ["horizon"]}),
             r"run.yaml: compare.protocol: unknown key; did you mean 'protocols'\?",
         ),
-        (_demo(audit={"floor": 10}), r"run.yaml: audit.floor: unknown key; did you mean 'floor_users'\?"),
+        (
+            _demo(audit={"sequence": 10}),
+            r"run.yaml: audit.sequence: unknown key; did you mean 'sequence_users'\?",
+        ),
+        (
+            _demo(audit={"floor_users": 10}),
+            r"run.yaml: audit.floor_users: renamed sequence_users \(users with 3\+ events a source needs\); "
+            r"the cells' floor is the top-level floor_users",
+        ),
         (_demo(seed="three"), r"run.yaml: seed: expected an integer, got 'three'"),
         (_demo(compare={"datasets": ["cct"]}), r"run.yaml: compare: cct not among the run's datasets"),
         (

@@ -193,7 +193,21 @@ def test_retention_is_future_over_past_with_a_delta_method_interval(spark):
     from intent_spark.evaluate.metrics import Z_95, retention
 
     def row(cell, value, se, n):
-        return ("d", "test", cell, "m", "ndcg", 10, value, value - Z_95 * se, value + Z_95 * se, n, n, False)
+        return (
+            "d",
+            "test",
+            cell,
+            "m",
+            "ndcg",
+            10,
+            value,
+            value - Z_95 * se,
+            value + Z_95 * se,
+            n,
+            n,
+            False,
+            1000,
+        )
 
     rows = [
         row("new_future_seen", 0.2, 0.02, 50),
@@ -208,3 +222,32 @@ def test_retention_is_future_over_past_with_a_delta_method_interval(spark):
     assert result[0].value == pytest.approx(0.5)
     assert result[0].ci_high - result[0].value == pytest.approx(Z_95 * 0.0707107, rel=1e-5)
     assert result[0].n_users == 50
+
+
+def _counts(spark, lake, dataset, floor):
+    """A split's counts as the split writes them, flagged at ``floor`` (None: a split written
+    before the floor was kept)."""
+    from intent_spark.lake.tables import write_dataset
+
+    rows = [(dataset, "test", "known_future_seen", 400, 900, floor is not None and floor > 400, floor)]
+    write_dataset(spark.createDataFrame(rows, S.SPLIT_COUNTS_SCHEMA), lake, S.SPLIT_COUNTS, dataset)
+
+
+def test_cells_are_flagged_at_the_floor_the_split_recorded_unless_overridden(spark, tmp_path):
+    from intent_spark.evaluate.metrics import evaluation_floor
+    from intent_spark.lake.context import Lake
+    from intent_spark.split.split_tables import split_floor
+
+    lines: list[str] = []
+    lake = Lake(spark, str(tmp_path / "lake"), progress=lines.append)
+    _counts(spark, lake.root, "d", 300)
+    _counts(spark, lake.root, "old", None)
+    assert split_floor(lake, "d") == 300 and split_floor(lake, "old") is None
+    assert evaluation_floor(lake, "d", None) == 300 and evaluation_floor(lake, "d", 300) == 300
+    assert lines == []  # the split's own floor: nothing to say
+    assert evaluation_floor(lake, "d", 50) == 50
+    assert lines.pop() == "d: cells flagged at 50 users (--floor-users), an override of the split's 300"
+    assert evaluation_floor(lake, "old", None) == 1000  # conf/split.yaml's, said
+    assert (
+        lines.pop() == "old: its split kept no user floor (split before it was kept): conf/split.yaml's 1,000"
+    )

@@ -305,7 +305,7 @@ def test_horizon_recall_and_precision_follow_its_recipe(spark, exchange_lake, tm
         shift = int(target.user_id[1:]) % len(order)
         rows.append({"target_id": tid(target.user_id, target.seq), "items": order[shift:] + order[:shift]})
     submit(Lake(spark, lake, uri), TOY, str(_write_jsonl(tmp_path / "h.jsonl", rows)), "horizon_lists")
-    evaluate(Lake(spark, lake, None), "toy", floor_users=1)
+    evaluate(Lake(spark, lake, tracked=False), "toy", floor_users=1)
 
     def recipe(predictions, ground_truth, k_values):
         scores = {}
@@ -510,7 +510,7 @@ def test_nan_and_misplaced_strings_in_json_are_named_and_strict_names_every_faul
     ]
     path = _write_jsonl(tmp_path / "nan.jsonl", rows)
     lines: list[str] = []
-    scored = submit(Lake(spark, lake, None, progress=lines.append), TOY, str(path), "nan_json")
+    scored = submit(Lake(spark, lake, progress=lines.append, tracked=False), TOY, str(path), "nan_json")
     nan_reason = (
         "the line holds NaN, which is not JSON: Python's json.dumps writes float('nan') and float('inf') so; "
         "give finite numbers"
@@ -532,7 +532,7 @@ def test_nan_and_misplaced_strings_in_json_are_named_and_strict_names_every_faul
         5: "items is not a list of item id strings",
     }
     with pytest.raises(IntentError) as refused:
-        submit(Lake(spark, lake, None), TOY, str(path), "nan_json_strict", strict=True)
+        submit(Lake(spark, lake, tracked=False), TOY, str(path), "nan_json_strict", strict=True)
     rejects_file = f"{lake}/reports/submissions/toy/nan_json_strict/test/rejects.jsonl"
     assert re.fullmatch(
         re.escape(
@@ -583,7 +583,7 @@ def test_parquet_scores_that_are_not_finite_are_rejected(spark, exchange_lake, t
         }
     )
     pq.write_table(table, path)
-    scored = submit(Lake(spark, lake, None), TOY, str(path), "nonfinite_scores")
+    scored = submit(Lake(spark, lake, tracked=False), TOY, str(path), "nonfinite_scores")
     assert {f.kind: f.count for f in scored.faults} == {"score not finite": 2}
     assert (
         scored.faults[0].message()

@@ -175,7 +175,7 @@ def test_the_chain_runs_at_the_merchant_and_the_mcc_level(spark, tmp_path):
     conf.write_text(
         f"workdir: {tmp_path / 'work'}\nseed: 1\ndatasets:\n  - {{name: cct, events: 4000}}\n"
         "  - {name: cct_mcc, source: cct, events: 4000, item_level: mcc}\n"
-        "models: [popularity]\naudit: {floor_users: 20}\n"
+        "models: [popularity]\naudit: {sequence_users: 20}\n"
     )
     assert main(["run", "--conf", str(conf)]) == 0
     lake = str(tmp_path / "work" / "lake")

@@ -358,8 +358,8 @@ def test_petastorm_and_the_driver_read_and_write_the_store(endpoint):
     import pyarrow.parquet as pq
 
     from intent_spark.ingest.files import find_files
-    from intent_spark.lake.readers import read_columns, row_groups
     from intent_spark.train.distributed import read_json, write_text
+    from intent_spark.train.readers import read_columns, row_groups
 
     fs = store_filesystem()
     for name, values in (("a", [3, 1, 2]), ("b", [7])):

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from intent_spark.core.errors import IntentError
-from intent_spark.lake.readers import choose_reader, petastorm_problem, read_columns, training_batches
+from intent_spark.train.readers import choose_reader, petastorm_problem, read_columns, training_batches
 
 WIDTH = 3  # context 2 + the target
 PETASTORM = pytest.mark.skipif(
@@ -56,7 +56,7 @@ def _passes(batches, rows_per_pass: int) -> list[Counter]:
 
 STREAM = """
 import hashlib, sys, torch
-from intent_spark.lake.readers import training_batches
+from intent_spark.train.readers import training_batches
 torch.manual_seed(0)
 stream = training_batches(sys.argv[2:], 4, 8, 7, reader=sys.argv[1])
 digest = hashlib.md5()

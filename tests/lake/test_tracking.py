@@ -82,3 +82,18 @@ def test_an_artifact_download_leaves_the_process_store_as_it_was(tmp_path, monke
     assert (folder / "state.txt").read_text() == "weights"
     assert mlflow.is_tracking_uri_set() is (process_store is not None)
     assert os.environ.get("MLFLOW_TRACKING_URI") == process_store
+
+
+def test_a_lakes_store_has_one_meaning(monkeypatch, tmp_path):
+    """No URI is the default store (SQLite beside a local lake); tracking off is ``tracked=False``,
+    where a stage that keeps its models in MLflow stops in one line."""
+    from intent_spark.lake.context import Lake
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    root = str(tmp_path / "lake")
+    assert Lake(None, root).tracking == f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"
+    assert Lake(None, root, "sqlite:////elsewhere/mlflow.db").tracking == "sqlite:////elsewhere/mlflow.db"
+    off = Lake(None, root, "sqlite:////elsewhere/mlflow.db", tracked=False)
+    assert off.tracking is None
+    with pytest.raises(IntentError, match=r"lake: train needs MLflow, .*it cannot run with tracking off$"):
+        off.tracking_store("train")

@@ -16,12 +16,12 @@ from pathlib import Path
 import psutil
 import pyspark
 import pytest
-from conftest import REPO_ROOT, free_port, same_tables, write_run_conf
+from conftest import REPO_ROOT, class_archive_options, free_port, same_tables, write_run_conf
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
 from intent_spark.lake.context import Lake
-from intent_spark.lake.session import delta_jars, with_class_archive
+from intent_spark.lake.session import PROFILE_ENV, delta_jars
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,7 @@ SPARK_HOME = Path(pyspark.__file__).parent
 DATASET = DatasetRef("hm")
 # short-lived JVMs on two shared cores: the quick compiler, and the driver's class archive where
 # `make class-archive` built it (the same JDK and Spark jars: drivers, executors and daemons)
-QUICK_JVM = with_class_archive("-Duser.timezone=UTC -XX:TieredStopAtLevel=1")
+QUICK_JVM = f"-Duser.timezone=UTC -XX:TieredStopAtLevel=1 {class_archive_options()}".strip()
 TABLES = [S.EVENTS, S.HOLDOUT, S.SPLITS, S.TARGETS, S.CHECKSUMS, S.RANKS, S.METRICS_TABLE]
 
 
@@ -42,6 +42,9 @@ def _env() -> dict[str, str]:
         PYSPARK_DRIVER_PYTHON=sys.executable,
         SPARK_DAEMON_JAVA_OPTS=QUICK_JVM,
     )
+    # the tiny-lake profile, not the tests' own: an executor's Python workers fork from Spark's
+    # daemon, as on any cluster (QUICK_JVM maps the class archive)
+    env[PROFILE_ENV] = "small"
     return env
 
 

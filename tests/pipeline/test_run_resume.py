@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import CHAIN_TABLES, REPO_ROOT, same_tables, write_run_conf
 
-from intent_spark.pipeline.stages import StageFailed, StageLog, fingerprint
+from intent_spark.pipeline.stage_log import StageFailed, StageLog, fingerprint
 
 
 def test_stage_log_skips_unchanged_inputs_and_forgets_a_failed_stage(tmp_path):

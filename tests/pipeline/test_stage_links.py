@@ -64,7 +64,7 @@ def test_each_task_reads_the_tasks_the_graph_puts_before_it(tmp_path):
 def test_the_shipped_confs_link(name, tmp_path):
     """Every task of the shipped confs reads only earlier tasks of stages above it (``link``
     refuses anything else), and the transfer reads both of its ends."""
-    reads = _reads(Runner(load_run_conf(REPO_ROOT / "conf" / name), lake=str(tmp_path / "lake")))
+    reads = _reads(Runner(load_run_conf(REPO_ROOT / "conf" / name), root=str(tmp_path / "lake")))
     if name == "full.yaml":
         assert reads[("transfer", "microlens", "amazon_hk")] == (
             ("train", "amazon_hk", "sasrec_f"),

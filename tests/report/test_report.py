@@ -359,17 +359,34 @@ def test_a_demo_floor_ranks_more_cells_and_the_summary_says_it_is_a_demo_floor(t
         match=r"^lake/metrics: d's cells were ranked at another user floor than 200 "
         r"\(known_future_new: 400 users, flagged below the floor\); give the floor of the run",
     ):
-        checked_floors(metrics, {"d": 200}, "lake")
-    assert checked_floors(metrics, {"d": 1000}, "lake") == {"d": 1000}
+        checked_floors(metrics, {"d": 200}, "lake/metrics")
+    assert checked_floors(metrics, {"d": 1000}, "lake/metrics") == {"d": 1000}
     metrics["below_floor"] = metrics["n_users"] < 200  # as an evaluate at a demo floor of 200 flags them
     results = Results(
-        metrics, _comparison_rows(), {"d": _summary()}, floors=checked_floors(metrics, {"d": 200}, "l")
+        metrics,
+        _comparison_rows(),
+        {"d": _summary()},
+        floors=checked_floors(metrics, {"d": 200}, "l/metrics"),
     )
     markdown = (write_report(results, tmp_path / "demo").parent / "report.md").read_text()
     first = markdown.split("## Summary\n\n", 1)[1].splitlines()[0]
     assert first == (
         "7 of 7 test cells ranked: a cell with fewer than 200 users is not ranked. A demo floor, below "
         "the protocol's 1,000 users: its scores are noisier than the benchmark's."
+    )
+
+
+def test_a_floor_override_is_the_first_thing_the_summary_says(tmp_path):
+    metrics = _metric_rows()
+    metrics["below_floor"] = metrics["n_users"] < 500  # known_future_new's 400 users fall under 500
+    override = "d shown at 500 users (--floor-users), its split's floor is 1,000"
+    results = Results(metrics, _comparison_rows(), {"d": _summary()}, floors={"d": 500}, overrides=[override])
+    markdown = (write_report(results, tmp_path / "override").parent / "report.md").read_text()
+    first = markdown.split("## Summary\n\n", 1)[1].splitlines()[0]
+    assert first == (
+        "Floor override: d shown at 500 users (--floor-users), its split's floor is 1,000. 6 of 7 test "
+        "cells ranked: a cell with fewer than 500 users is not ranked. A demo floor, below the "
+        "protocol's 1,000 users: its scores are noisier than the benchmark's."
     )
 
 
@@ -435,3 +452,34 @@ def test_a_cell_where_the_top_models_tie_has_no_leader():
     assert table["tied"].all()
     leads = cross_dataset(table)  # a tie counts as nobody's lead
     assert [c for c in leads.columns if c != "datasets below the floor"] == []
+
+
+def test_the_report_shows_each_datasets_floor_and_says_an_override_first(spark, tmp_path):
+    """The floor each dataset's evaluate flagged its cells at (``metrics.floor_users``); one that
+    is not its split's, an evaluate's override or the report's own, is said."""
+    from intent_spark.lake.context import Lake
+    from intent_spark.lake.tables import write_dataset
+    from intent_spark.report.load import lake_floors
+
+    lake = Lake(spark, str(tmp_path / "lake"))
+    for dataset in ("d", "e"):
+        counts = [(dataset, "test", "known_future_new", 400, 800, True, 1000)]
+        write_dataset(
+            spark.createDataFrame(counts, S.SPLIT_COUNTS_SCHEMA), lake.root, S.SPLIT_COUNTS, dataset
+        )
+    d, e = _metric_rows().assign(floor_users=1000), _metric_rows().assign(dataset="e", floor_users=200)
+    e["below_floor"] = e["n_users"] < 200
+    metrics = pd.concat([d, e], ignore_index=True)
+    assert lake_floors(lake, metrics, None) == (
+        {"d": 1000, "e": 200},
+        ["e evaluated at 200 users (--floor-users), its split's floor is 1,000"],
+    )
+    assert lake_floors(lake, metrics, 500) == (
+        {"d": 500, "e": 500},
+        [
+            "d shown at 500 users (--floor-users), its split's floor is 1,000",
+            "e shown at 500 users (--floor-users), its split's floor is 1,000",
+        ],
+    )
+    # metrics written before the floor was kept: checked against the split's
+    assert lake_floors(lake, d.drop(columns="floor_users"), None) == ({"d": 1000}, [])

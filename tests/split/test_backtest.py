@@ -16,7 +16,7 @@ from intent_spark.core.datasets import origin_variant, parse_dataset
 from intent_spark.core.errors import IntentError
 from intent_spark.lake.tables import backtest_origin, months_before, read_table, source_table, write_dataset
 from intent_spark.split.conf import SplitConf
-from intent_spark.split.stage import run_split
+from intent_spark.split.split_tables import run_split
 
 # Events per month of 2024: each month holds a fifth of everything up to its end, so the test
 # cutoff of data ending in month M is M's first day (share 0.8 exactly at it, 0.64 a month before).

@@ -14,7 +14,9 @@ from intent_spark.checks.verify import lake_datasets, verify_dataset
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import PROTOCOLS, DatasetRef, parse_dataset
 from intent_spark.evaluate.leaks import leaked_targets
+from intent_spark.lake.context import Lake
 from intent_spark.lake.tables import read_table
+from intent_spark.split.conf import SplitConf
 from intent_spark.split.protocols import leave_last_out, run_protocol_split
 
 LAST_EVENTS = {
@@ -38,7 +40,9 @@ def test_leave_last_out_holds_out_each_users_last_event(spark):
 def protocol_lake(spark, toy_lake):
     lake, _ = toy_lake
     for protocol in PROTOCOLS:
-        run_protocol_split(spark, lake, DatasetRef("toy", protocol=protocol), max_per_period=100)
+        run_protocol_split(
+            Lake(spark, lake), DatasetRef("toy", protocol=protocol), SplitConf(max_targets_per_period=100)
+        )
     return lake
 
 
@@ -68,30 +72,40 @@ def test_horizon_settings_by_hand(spark, protocol_lake):
     assert _cells(spark, protocol_lake, "toy.leave_last_out") == {("leave_last_out", *t) for t in LAST_EVENTS}
 
 
+def test_a_protocol_split_records_its_floor_as_the_intent_split_does(spark, protocol_lake):
+    from intent_spark.split.split_tables import split_floor
+
+    floor = SplitConf().floor_users
+    for name in ("toy", "toy.horizon", "toy.leave_last_out"):  # evaluate flags the cells at this
+        assert split_floor(Lake(spark, protocol_lake), name) == floor
+    counts = read_table(spark, protocol_lake, S.SPLIT_COUNTS, "toy.horizon").collect()  # a row per cell
+    assert counts and all(r.below_floor == (r.n_users < floor) for r in counts)
+
+
 def test_verify_flags_the_leave_last_out_leak_and_not_the_intent_future_cells(spark, protocol_lake):
     by_check = {
         (r.dataset, r.name): r
-        for r in verify_dataset(spark, protocol_lake, parse_dataset("toy.leave_last_out"))
+        for r in verify_dataset(Lake(spark, protocol_lake), parse_dataset("toy.leave_last_out"))
     }
     leak = by_check["toy.leave_last_out", "no_target_precedes_training"]
     assert (leak.ok, leak.violations) == (False, 6)
     assert all(r.ok for key, r in by_check.items() if key[1].startswith("checksum_"))
     # HORIZON's settings before the cutoff leak too: its last training event is u02's Feb 3, after
     # the 1a targets of u05 (Jan 10) and u11 (Jan 19) and u01's 1c target (Jan 20).
-    horizon = {r.name: r for r in verify_dataset(spark, protocol_lake, parse_dataset("toy.horizon"))}
+    horizon = {r.name: r for r in verify_dataset(Lake(spark, protocol_lake), parse_dataset("toy.horizon"))}
     assert horizon["no_target_precedes_training"].violations == 3
     # INTENT: the last training event is u12's Mar 5. The future cells never leak; the past cells
     # are before the cutoff by definition (22 of 23 known_past, u01's new_past_new target).
     leaks = {
         r.cell: (r.n_leaked, r.n_targets)
-        for r in leaked_targets(spark, protocol_lake, DatasetRef("toy")).collect()
+        for r in leaked_targets(Lake(spark, protocol_lake), DatasetRef("toy")).collect()
     }
     assert leaks == {
         "known_past": (22, 23), "new_past_new": (1, 1), "known_future_new": (0, 2),
         "known_future_seen": (0, 1), "new_future_new": (0, 1),
     }  # fmt: skip
     # test_split's test_counts_and_verify_pass runs every INTENT check on this lake.
-    assert lake_datasets(spark, protocol_lake) == ["toy"]
+    assert lake_datasets(Lake(spark, protocol_lake)) == ["toy"]
 
 
 def test_a_variant_names_what_it_needs_first(spark, tmp_path, capsys):

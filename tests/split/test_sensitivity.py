@@ -11,7 +11,7 @@ from intent_spark.core import schema as S
 from intent_spark.split.conf import SplitConf
 from intent_spark.split.cutoff import Bucket, CutoffRule
 from intent_spark.split.sensitivity import ROW_COLUMNS, cutoff_sensitivity, rule_variants, sensitivity_rows
-from intent_spark.split.stage import split_population
+from intent_spark.split.split_tables import split_population
 
 SHIPPED = CutoffRule()
 

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from intent_spark.checks.verify import verify_dataset
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
+from intent_spark.lake.context import Lake
 from intent_spark.lake.tables import read_table, write_dataset
 from intent_spark.split.conf import SplitConf
 from intent_spark.split.cutoff import (
@@ -23,7 +24,7 @@ from intent_spark.split.cutoff import (
     choose_cutoff,
     choose_granularity,
 )
-from intent_spark.split.stage import run_split
+from intent_spark.split.split_tables import run_split
 
 
 def _at(month: int, day: int) -> datetime:
@@ -102,8 +103,20 @@ def test_counts_and_verify_pass(spark, toy_lake):
     assert counts[("test", "known_past")] == (10, 23, True)
     assert counts[("test", "known_future_new")] == (2, 2, True)
     assert counts[("val", "new_past_seen")] == (1, 2, True)
-    failed = [r for r in verify_dataset(spark, lake, DatasetRef("toy")) if not r.ok]
+    # the floor it flagged them at, recorded for evaluate and the report: the split conf's 1,000
+    assert {r.floor_users for r in read_table(spark, lake, S.SPLIT_COUNTS, "toy").collect()} == {1000}
+    failed = [r for r in verify_dataset(Lake(spark, lake), DatasetRef("toy")) if not r.ok]
     assert failed == []
+
+
+def test_cell_counts_flag_cells_under_the_floor_they_record(spark, toy_lake):
+    from intent_spark.split.split_tables import cell_counts
+
+    lake, _ = toy_lake
+    rows = cell_counts(read_table(spark, lake, S.TARGETS, "toy"), 10).collect()
+    flags = {(r.split, r.cell): (r.n_users, r.below_floor, r.floor_users) for r in rows}
+    assert flags[("test", "known_past")] == (10, False, 10)  # 10 users: not under a floor of 10
+    assert flags[("test", "known_future_new")] == (2, True, 10)
 
 
 def test_verify_catches_a_corrupted_target(spark, toy_lake, tmp_path):
@@ -118,7 +131,7 @@ def test_verify_catches_a_corrupted_target(spark, toy_lake, tmp_path):
     )
     kept = targets.where(~((F.col(S.SPLIT) == "test") & (F.col(S.CELL) == "known_future_seen")))
     write_dataset(kept.unionByName(leaked).localCheckpoint(), copy, S.TARGETS, "toy")
-    failed = {r.name for r in verify_dataset(spark, copy, DatasetRef("toy")) if not r.ok}
+    failed = {r.name for r in verify_dataset(Lake(spark, copy), DatasetRef("toy")) if not r.ok}
     assert {"target_cell_consistent", "counts_reconcile", "checksum_targets"} <= failed
 
 
@@ -189,7 +202,7 @@ def test_split_report_files_and_contents(spark, toy_lake, tmp_path):
     from intent_spark.split.summary import split_summary
 
     lake, _ = toy_lake
-    folder = write_split_report(split_summary(spark, lake, DatasetRef("toy")), tmp_path / "report")
+    folder = write_split_report(split_summary(Lake(spark, lake), DatasetRef("toy")), tmp_path / "report")
     summary = json.loads((folder / "toy.json").read_text())
     test, val = summary["splits"]["test"], summary["splits"]["val"]
     assert (test["cutoff"], test["rule"], val["granularity"]) == ("2024-04-01T00:00:00", "rule", "day")

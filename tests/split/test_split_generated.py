@@ -10,9 +10,10 @@ from intent_spark.core import schema as S
 from intent_spark.core.conf import CONF_DIR
 from intent_spark.core.datasets import DatasetRef
 from intent_spark.generate import SOURCES
+from intent_spark.lake.context import Lake
 from intent_spark.lake.tables import read_table
 from intent_spark.split.conf import load_split_conf
-from intent_spark.split.stage import compute_checksums, run_split
+from intent_spark.split.split_tables import compute_checksums, run_split
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.slow
 def test_verify_passes_on_every_source(spark, split_lake, name):
     failed = [
         f"{r.split}/{r.name}: {r.violations}"
-        for r in verify_dataset(spark, split_lake, DatasetRef(name))
+        for r in verify_dataset(Lake(spark, split_lake), DatasetRef(name))
         if not r.ok
     ]
     assert failed == []
@@ -45,10 +46,10 @@ def test_every_cell_has_a_validation_twin_and_targets_respect_the_cutoffs(spark,
 # one source cut by the rule, one by its manual cutoff (each rerun costs a whole split)
 @pytest.mark.parametrize("name", ["amazon_hk", "rees46"])
 def test_split_is_deterministic(spark, split_lake, name):
-    before = compute_checksums(spark, split_lake, name)
+    before = compute_checksums(Lake(spark, split_lake), name)
     targets_before = read_table(spark, split_lake, S.TARGETS, name).localCheckpoint()
     run_split(spark, split_lake, DatasetRef(name), load_split_conf(CONF_DIR / "split.yaml", name))
-    assert compute_checksums(spark, split_lake, name) == before
+    assert compute_checksums(Lake(spark, split_lake), name) == before
     targets_after = read_table(spark, split_lake, S.TARGETS, name)
     assert targets_after.exceptAll(targets_before).count() == 0
     assert targets_before.exceptAll(targets_after).count() == 0

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from intent_spark.lake.readers import UserBlock
 from intent_spark.plugin import train_steps
 from intent_spark.train.ranker import rank_blocks
+from intent_spark.train.readers import UserBlock
 from models.next_item import scoring_model
 from models.sasrec import SASRec, SASRecConf
 

@@ -160,7 +160,7 @@ def test_sasrec_f_transfers_to_another_source_through_shared_words(spark, split_
     written = score_transfer(Lake(spark, split_lake, store), DATASET, TARGET, conf)
     targets = read_table(spark, split_lake, S.TARGETS, TARGET).where(F.col(S.SPLIT) == "test")
     assert written == targets.count() > 0
-    ids = target_token_ids(spark, split_lake, DATASET, TARGET, conf.max_tokens)
+    ids = target_token_ids(Lake(spark, split_lake), DATASET, TARGET, conf.max_tokens)
     known = F.exists(S.TOKEN_IDS, lambda t: t > 0)
     n_scorable = ids.where(known).count()
     ranks = read_table(spark, split_lake, S.RANKS, TARGET).where(F.col(S.MODEL) == f"sasrec_f@{DATASET}")

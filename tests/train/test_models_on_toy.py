@@ -17,13 +17,13 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
 from intent_spark.lake.context import Lake
-from intent_spark.lake.readers import read_catalogue, split_files, training_batches, user_blocks
 from intent_spark.lake.tables import read_table, write_dataset
 from intent_spark.split.conf import SplitConf
-from intent_spark.split.stage import run_split
+from intent_spark.split.split_tables import run_split
 from intent_spark.train.conf import ModelsConf
 from intent_spark.train.fit import train
 from intent_spark.train.inputs import build_model_inputs
+from intent_spark.train.readers import read_catalogue, split_files, training_batches, user_blocks
 from intent_spark.train.score import score
 
 TOY = DatasetRef("toy")  # the hand-built dataset, parsed once
@@ -76,7 +76,7 @@ def test_catalogue_indices_counts_and_training_vocabulary(spark, toy):
     }
     val = _catalogue(spark, lake, "val")
     assert {k: v[:2] for k, v in val.items()} == {"a": (1, 9), "b": (2, 7), "c": (3, 7), "d": (4, 4)}
-    arrays = read_catalogue(split_files(spark, lake, S.CATALOGUE, "toy", "test"))
+    arrays = read_catalogue(split_files(Lake(spark, lake), S.CATALOGUE, "toy", "test"))
     assert arrays.train_counts.tolist() == [0, 11, 9, 8, 5, 0, 0, 0, 0]
     assert (arrays.n_items, arrays.n_trained, arrays.n_tokens) == (8, 4, 5)
 
@@ -84,7 +84,7 @@ def test_catalogue_indices_counts_and_training_vocabulary(spark, toy):
 def test_training_reader_sees_training_transitions_only(spark, toy):
     """u02's future z (Apr 5) and the held-out users' events are within reach but never read."""
     lake, _ = toy
-    urls = split_files(spark, lake, S.TRAIN_SEQUENCES, "toy", "test")
+    urls = split_files(Lake(spark, lake), S.TRAIN_SEQUENCES, "toy", "test")
     stream = training_batches(urls, batch_size=5, shuffle_buffer=0, seed=0)
     rows: list[tuple[int, ...]] = []
     total = read_table(spark, lake, S.TRAIN_SEQUENCES, "toy").where(F.col(S.SPLIT) == "test").count()
@@ -109,7 +109,7 @@ def test_training_reader_sees_training_transitions_only(spark, toy):
 
 def test_scoring_blocks_hold_each_users_history_up_to_the_last_target(spark, toy):
     lake, _ = toy
-    blocks = list(user_blocks(split_files(spark, lake, S.SCORE_EVENTS, "toy", "test")))
+    blocks = list(user_blocks(split_files(Lake(spark, lake), S.SCORE_EVENTS, "toy", "test")))
     by_first_seq = {int(b.seqs[0]): b for b in blocks}
     u02 = by_first_seq[2]  # u02's events are seq 1..6: a b c a d z; targets all but the first
     assert u02.items.tolist() == [1, 2, 3, 1, 4, 8]
@@ -201,7 +201,7 @@ def test_verify_checks_the_model_inputs_and_catches_a_leak(spark, toy):
     from intent_spark.checks.verify import check_split, verify_dataset
 
     lake, _ = toy
-    results = verify_dataset(spark, lake, TOY)
+    results = verify_dataset(Lake(spark, lake), TOY)
     names = {r.name for r in results}
     assert {
         "model_inputs_before_cutoff",
@@ -251,7 +251,7 @@ def toy_metrics(spark, toy, toy_ranks):
     from intent_spark.evaluate.metrics import evaluate
 
     lake, uri = toy
-    evaluate(Lake(spark, lake, uri), "toy", floor_users=1000)
+    evaluate(Lake(spark, lake, uri), "toy")  # at the floor its split recorded
     return read_table(spark, lake, S.METRICS_TABLE, "toy")
 
 
@@ -270,7 +270,8 @@ def test_evaluate_writes_metrics_and_mlflow_finds_them_by_name(toy, toy_metrics)
     )
     # u02's z and u05's e: both new, so sasrec ties them at 6.5 below the 4 trained items
     assert z_cell.where(F.col(S.MODEL) == "sasrec").first().value == pytest.approx(1 / 6.5)
-    assert {r.below_floor for r in metrics.collect()} == {True}
+    # the split's conf floor (1,000), recorded by the split and read back by evaluate
+    assert {(r.below_floor, r.floor_users) for r in metrics.collect()} == {(True, 1000)}
     with store(uri):
         found = mlflow.search_runs(
             experiment_names=[EXPERIMENT], filter_string="metrics.`test.known_past.ndcg_10` >= 0"
@@ -338,8 +339,8 @@ def test_comparisons_and_report_from_the_lake(spark, toy, toy_metrics, tmp_path,
         == 0
     )
     table = capsys.readouterr().out.splitlines()
-    assert table[1].startswith("test.known_past.ndcg_10") and len(table) == 2
-    assert all(f"toy/{m}" in table[0] for m in ("popularity", "repeat_last", "sasrec", "sasrec_f"))
+    assert table[0] == "toy: test known_past" and table[1].split() == ["model", "run", "ndcg_10"]
+    assert {"popularity", "repeat_last", "sasrec", "sasrec_f"} <= {line.split()[0] for line in table[2:]}
 
 
 def test_runs_nest_and_are_found_on_a_real_mlflow_server(spark, toy, toy_metrics, tmp_path):
@@ -383,3 +384,23 @@ def test_runs_nest_and_are_found_on_a_real_mlflow_server(spark, toy, toy_metrics
         assert mlflow.get_tracking_uri() != uri
     finally:
         stop_mlflow_server(server)
+
+
+def test_the_report_says_a_floor_other_than_the_splits(spark, toy, toy_metrics):
+    """The toy's split recorded 1,000; metrics evaluated at 1 (an ``--floor-users 1``) are said
+    to be an override, and a report's own ``--floor-users 300`` is said as one too."""
+    from intent_spark.report.load import lake_floors
+    from intent_spark.split.split_tables import split_floor
+
+    lake, _ = toy
+    assert split_floor(spark, lake, "toy") == 1000
+    evaluated_at_one = toy_metrics.toPandas().assign(floor_users=1)
+    assert lake_floors(spark, lake, evaluated_at_one, None) == (
+        {"toy": 1},
+        ["toy evaluated at 1 users (--floor-users), its split's floor is 1,000"],
+    )
+    assert lake_floors(spark, lake, evaluated_at_one, 300) == (
+        {"toy": 300},
+        ["toy shown at 300 users (--floor-users), its split's floor is 1,000"],
+    )
+    assert lake_floors(spark, lake, toy_metrics.toPandas(), None) == ({"toy": 1000}, [])

@@ -22,11 +22,11 @@ from pyspark.sql import functions as F
 from intent_spark.cli import main
 from intent_spark.core import schema as S
 from intent_spark.core.errors import IntentError
-from intent_spark.lake.readers import UserBlock
 from intent_spark.lake.tables import has_table, read_table, write_dataset
 from intent_spark.plugin import Catalogue
 from intent_spark.train import registry
 from intent_spark.train.ranker import ModelFault, rank_blocks
+from intent_spark.train.readers import UserBlock
 
 FAULTS = "plugin_faults"
 

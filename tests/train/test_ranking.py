@@ -232,8 +232,8 @@ def test_fused_counts_equal_the_two_passes_on_ties_and_minus_inf():
 
 
 def test_rank_blocks_gives_the_same_ranks_fused_or_not_in_any_chunking():
-    from intent_spark.lake.readers import UserBlock
     from intent_spark.train.ranker import rank_blocks
+    from intent_spark.train.readers import UserBlock
     from models.next_item import scoring_model
     from models.sasrec import SASRec, SASRecConf
 

@@ -17,10 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from intent_spark.lake.readers import petastorm_problem
 from intent_spark.plugin import Catalogue, TrainingData
 from intent_spark.train.build import build_model
 from intent_spark.train.conf import ModelsConf
+from intent_spark.train.readers import petastorm_problem
 from intent_spark.train.registry import resolve
 from intent_spark.train.workers import open_batches
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from intent_spark.core.progress import Progress, silent
-from intent_spark.core.stage import fingerprint
+from intent_spark.core.stage_spec import fingerprint
 from intent_spark.lake.files import raw_listing
 
 __all__ = ["StageFailed", "StageLog", "fingerprint", "raw_listing"]

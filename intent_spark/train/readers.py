@@ -34,18 +34,17 @@ import pyarrow.parquet as pq
 from intent_spark.core import schema as S
 from intent_spark.core.conf import READERS
 from intent_spark.core.errors import IntentError
+from intent_spark.lake.context import Lake
 from intent_spark.plugin import Catalogue, UserBatch
 
 PETASTORM_LAST_PYARROW = 14  # Petastorm 0.12 builds pyarrow's legacy ParquetDataset, gone in 15
 
 
-def split_files(spark: Any, lake: str, table: str, dataset: str, split: str) -> list[str]:
+def split_files(lake: Lake, table: str, dataset: str, split: str) -> list[str]:
     """URLs of the Parquet files holding one dataset and split of a table (Delta's current files)."""
     from pyspark.sql import functions as F
 
-    from intent_spark.lake.tables import read_table
-
-    frame = read_table(spark, lake, table, dataset).where(F.col(S.SPLIT) == split)
+    frame = lake.read(table, dataset).where(F.col(S.SPLIT) == split)
     return sorted(frame.inputFiles())
 
 

@@ -20,7 +20,8 @@ from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.faults import fault_point
 from intent_spark.core.progress import Progress, silent
 from intent_spark.lake.checksum import Checksum, row_hash, table_checksums
-from intent_spark.lake.tables import ingest_record, persisted_events, read_table, write_dataset
+from intent_spark.lake.context import Lake
+from intent_spark.lake.tables import ingest_record, persisted_events
 from intent_spark.split.cells import seen_items, training_events, with_period
 from intent_spark.split.conf import SplitConf
 from intent_spark.split.cutoff import (
@@ -164,20 +165,31 @@ def cell_counts(targets: DataFrame, floor_users: int, *more: Column) -> DataFram
         targets.groupBy(S.DATASET, S.SPLIT, S.CELL)
         .agg(F.count_distinct(S.USER_ID).alias("n_users"), F.count(F.lit(1)).alias("n_targets"), *more)
         .withColumn("below_floor", F.col("n_users") < floor_users)
+        .withColumn(S.FLOOR_USERS, F.lit(floor_users).cast("long"))
     )
 
 
-def write_counts_and_checksums(spark: SparkSession, lake: str, dataset: str, floor_users: int) -> None:
+def split_floor(lake: Lake, dataset: str) -> int | None:
+    """The user floor a dataset's split applied (``split_counts.floor_users``): what evaluate
+    flags its cells at and the report shows. None for a split written before the floor was kept."""
+    counts = lake.read(S.SPLIT_COUNTS, dataset)
+    if S.FLOOR_USERS not in counts.columns:
+        return None
+    found = counts.agg(F.max(S.FLOOR_USERS).alias("floor")).first()  # one aggregate row
+    return None if found is None or found.floor is None else int(found.floor)
+
+
+def write_counts_and_checksums(lake: Lake, dataset: str, floor_users: int) -> None:
     """SPLIT_COUNTS and CHECKSUMS from one read of the stored targets: their cell counts and,
     per cell, the exact sum of their row hashes, whose total is the targets' checksum."""
-    targets = read_table(spark, lake, S.TARGETS, dataset)
+    targets = lake.read(S.TARGETS, dataset)
     hashed = [c for c in targets.columns if c != S.DATASET]  # as compute_checksums hashes them
     total = F.sum(row_hash(hashed)).alias("total")
     cells = cell_counts(targets, floor_users, total).collect()  # one row per split and cell
     counts = [tuple(r[f.name] for f in S.SPLIT_COUNTS_SCHEMA.fields) for r in cells]
-    write_dataset(spark.createDataFrame(counts, S.SPLIT_COUNTS_SCHEMA), lake, S.SPLIT_COUNTS, dataset)
+    lake.write(lake.spark.createDataFrame(counts, S.SPLIT_COUNTS_SCHEMA), S.SPLIT_COUNTS, dataset)
     summed = Checksum(sum(r.n_targets for r in cells), str(sum(int(r.total) for r in cells)))
-    write_checksums(spark, lake, dataset, known={S.TARGETS: summed})
+    write_checksums(lake, dataset, known={S.TARGETS: summed})
 
 
 def run_split(
@@ -197,16 +209,18 @@ def run_split(
     """
     from intent_spark.lake.progress import spark_progress
 
+    # (spark, root) while tests/conftest.py calls it so; its tables are written through a Lake
+    where = Lake(spark, lake, progress=progress)
     with (
         spark_progress(spark, progress, f"{dataset} split"),
         persisted_events(spark, lake, dataset) as events,
     ):
-        outcomes = _split_tables(spark, lake, dataset, events, conf, progress)
+        outcomes = _split_tables(where, dataset, events, conf)
         if report is not None:
             from intent_spark.split.summary import split_summary
 
             progress(f"{dataset}: split report")
-            report(split_summary(spark, lake, dataset, {o.name: o.labelled for o in outcomes}))
+            report(split_summary(where, dataset, {o.name: o.labelled for o in outcomes}))
         return outcomes
 
 
@@ -236,43 +250,37 @@ def split_events(
     return [test, val]
 
 
-def _split_tables(spark, lake, dataset, events, conf, progress) -> list[SplitOutcome]:
-    source, level = ingest_record(spark, lake, dataset)
+def _split_tables(lake: Lake, dataset: DatasetRef, events: DataFrame, conf: SplitConf) -> list[SplitOutcome]:
+    progress = lake.progress
+    source, level = ingest_record(lake.spark, lake.root, dataset)
     outcomes = split_events(events, dataset, conf, progress, key=source)
     test, val = outcomes
-    write_dataset(test.holdout.unionByName(val.holdout), lake, S.HOLDOUT, dataset)
-    write_dataset(splits_rows(spark, dataset, conf, outcomes, level), lake, S.SPLITS, dataset)
-    write_dataset(candidate_rows(spark, dataset, outcomes), lake, S.SPLIT_CANDIDATES, dataset)
+    lake.write(test.holdout.unionByName(val.holdout), S.HOLDOUT, dataset)
+    lake.write(splits_rows(lake.spark, dataset, conf, outcomes, level), S.SPLITS, dataset)
+    lake.write(candidate_rows(lake.spark, dataset, outcomes), S.SPLIT_CANDIDATES, dataset)
     fault_point("split.holdout")
     progress(f"{dataset}: writing targets")
-    write_dataset(test.targets.unionByName(val.targets), lake, S.TARGETS, dataset)
+    lake.write(test.targets.unionByName(val.targets), S.TARGETS, dataset)
     # Counted from the stored table: persisting the targets instead saves this read but changes
-    # their files, and with them the last bits of evaluate's sums (BENCHMARKS.md, rows read).
+    # their files, and with them the last bits of evaluate's sums (docs/bench/notes/split.md).
     progress(f"{dataset}: cell counts and checksums")
-    write_counts_and_checksums(spark, lake, dataset, conf.floor_users)
+    write_counts_and_checksums(lake, dataset, conf.floor_users)
     return outcomes
 
 
 def compute_checksums(
-    spark: SparkSession, lake: str, dataset: str, known: dict[str, Checksum] | None = None
+    lake: Lake, dataset: str, known: dict[str, Checksum] | None = None
 ) -> dict[str, tuple[int, str]]:
     """Rows and checksum of each CHECKSUMMED_TABLES table of ``dataset``, read from the lake
     except those ``known`` already."""
     known = known or {}
     tables = {
-        table: read_table(spark, lake, table, dataset).drop(S.DATASET)
-        for table in CHECKSUMMED_TABLES
-        if table not in known
+        table: lake.read(table, dataset).drop(S.DATASET) for table in CHECKSUMMED_TABLES if table not in known
     }
     found = table_checksums(tables) | known
     return {table: (found[table].rows, found[table].checksum) for table in CHECKSUMMED_TABLES}
 
 
-def write_checksums(
-    spark: SparkSession, lake: str, dataset: str, known: dict[str, Checksum] | None = None
-) -> None:
-    rows = [
-        (dataset, t, rows, total)
-        for t, (rows, total) in compute_checksums(spark, lake, dataset, known).items()
-    ]
-    write_dataset(spark.createDataFrame(rows, S.CHECKSUMS_SCHEMA), lake, S.CHECKSUMS, dataset)
+def write_checksums(lake: Lake, dataset: str, known: dict[str, Checksum] | None = None) -> None:
+    rows = [(dataset, t, rows, total) for t, (rows, total) in compute_checksums(lake, dataset, known).items()]
+    lake.write(lake.spark.createDataFrame(rows, S.CHECKSUMS_SCHEMA), S.CHECKSUMS, dataset)

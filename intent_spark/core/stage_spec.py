@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
@@ -74,29 +74,50 @@ class Task:
         return (self.stage, self.dataset, self.model)
 
 
+@dataclass(frozen=True)
+class StageCall:
+    """What a one-stage command (``intent split``, ``intent train``...) sets beyond the run conf
+    it is given as: the flags ``intent run`` leaves at their defaults. The runner applies each
+    where it derives that setting (the split conf, the models conf, the lake), as for a run."""
+
+    split_overrides: dict[str, Any] = field(default_factory=dict)  # --seed, --cutoff ...
+    split_report: str | None = None  # --out: where the split report goes
+    steps: int | None = None  # --steps of every model that has them
+    splits: tuple[str, ...] = ()  # train --split: only these (default: the dataset's)
+    parent_run_id: str | None = None  # train --parent-run-id; a run opens a benchmark run instead
+    run_id: str | None = None  # score --run-id: the training run to score
+    floor_users: int | None = None  # evaluate --floor-users: an override of the split's floor
+    bootstrap: int = 0  # evaluate --bootstrap R
+    tracked: bool = True  # --no-mlflow: False
+
+
 class Run(Protocol):
     """What a stage's tasks are given: the run conf and its services (``pipeline.runner.Runner``).
-    The Spark session and the MLflow store are made when first used, so a plan needs neither."""
+    A task reaches the lake through ``lake_context()``, whose Spark session and MLflow store are
+    made when first used, so a plan needs neither."""
 
     conf: Any  # core.runconf.RunConf
-    lake: str
+    call: StageCall  # a one-stage command's flags (defaults in a run)
     progress: Callable[[str], None]
     models: tuple[str, ...]  # the run's models, by registered name
     models_conf: Any  # train.conf.ModelsConf
     planned_runs: set[Key]  # in a plan: the keys of tasks that would run
 
     @property
-    def spark(self) -> Any: ...
-
-    @property
     def uri(self) -> str: ...
 
     def lake_context(self) -> Any:
-        """The run's lake as a ``lake.context.Lake``: session, root, MLflow store, progress."""
+        """The run's lake, a ``lake.context.Lake`` (session, root, MLflow store, progress): what
+        every stage function takes."""
         ...
 
-    def benchmark(self) -> str:
-        """The benchmark's MLflow run id, opened by the first task that logs to it."""
+    def spec_of(self, model: str) -> str:
+        """A model as the conf gives it (a name or a module:Class spec), for the stage functions."""
+        ...
+
+    def benchmark(self) -> str | None:
+        """The benchmark's MLflow run id, opened by the first task that logs to it (a one-stage
+        command's: the run it names, or none)."""
         ...
 
     def forget(self, dataset: str, stage: str) -> None:

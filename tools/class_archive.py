@@ -1,13 +1,16 @@
-"""Build the driver JVM's class-data archive (``make class-archive``).
+"""Build the driver JVM's class-data archive (``make class-archive``): a speed-up of the test
+suite, not part of the package.
 
 The data stages of one ``intent run`` (ingest, split, verify) of a small generated H&M release, in
 this process, on a JVM started with ``-XX:ArchiveClassesAtExit``: the classes they load (Spark,
 Delta, Parquet, Arrow, the CSV reader, window functions) are written to the archive when the JVM
 exits. Models add few classes of their own, and a class the archive lacks loads as before.
-Later sessions map it (``lake.session.CLASS_ARCHIVE``). The archive is written aside and renamed
-into place, so a failed or killed build leaves no archive rather than half of one.
+The test suite's sessions and its ``intent`` children map it through their Spark profile
+(``tests/conftest.py``); any other command can through ``spark.driver.extraJavaOptions``. The
+archive is written aside and renamed into place, so a failed or killed build leaves no archive
+rather than half of one.
 
-    python -m intent_spark.pipeline.class_archive [PATH]
+    python tools/class_archive.py PATH    (the Makefile's PATH: .jars/driver-classes.jsa)
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ from pathlib import Path
 import yaml
 
 from intent_spark.core.errors import IntentError
-from intent_spark.lake.session import CLASS_ARCHIVE, spark_settings
+from intent_spark.lake.session import spark_settings
 
 EVENTS = 3000  # the fewest at which the generated H&M release has an admissible cutoff
-PROFILE = "small"
+PROFILE = "small"  # the product's profile for tiny lakes, which the tests' profile builds on
 
 
 def build_class_archive(target: Path) -> int:
@@ -48,14 +51,14 @@ def build_class_archive(target: Path) -> int:
             ),
             encoding="utf-8",
         )
-        # the profile of the tests and their children, whose many short JVMs gain the most
+        # the Java options of the tests' profile and its children, whose many short JVMs gain the most
         java = spark_settings(PROFILE, []).get("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
         settings = spark_settings(
             PROFILE, [f"spark.driver.extraJavaOptions={java} -XX:ArchiveClassesAtExit={partial}"]
         )
         runner = Runner(
             load_run_conf(conf),
-            lake=None,
+            root=None,
             force=False,
             spark_settings=settings,
             progress=reporter("class-archive"),
@@ -90,8 +93,10 @@ def _stop_jvm() -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(f"usage: {sys.argv[0]} PATH (the archive to write)")
     started = time.monotonic()
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else CLASS_ARCHIVE
+    path = Path(sys.argv[1]).absolute()
     try:
         size = build_class_archive(path)
     except IntentError as error:
