@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.errors import IntentError
+from intent_spark.core.progress import Progress
 from intent_spark.core.sources import SourceConf
 from intent_spark.ingest.events import _signal_type
 from intent_spark.lake.context import Lake
@@ -330,3 +331,13 @@ def audit_verdict(path: Path) -> str:
     table = read_audit(path)
     rejected = table.loc[table["verdict"] == REJECT, "criterion"].tolist()
     return f"rejected on {', '.join(rejected)}" if rejected else "admitted on every criterion"
+
+
+def said_verdicts(path: Path, report: Progress) -> list[str]:
+    """``intent audit``'s lines: each criterion's verdict with its reason or measure, and where
+    the table and figure are; returns the criteria it rejects on."""
+    table = read_audit(path)
+    for row in table.itertuples():
+        report(f"{row.verdict} {row.criterion}" + (f": {row.reason}" if row.reason else f" ({row.measured})"))
+    report(f"{path.stem}: audit table and figure in {path.parent}")
+    return table.loc[table["verdict"] == REJECT, "criterion"].tolist()

@@ -344,3 +344,39 @@ def lake_datasets(lake: Lake) -> list[DatasetRef]:
     rows = lake.read(S.SPLITS).select(S.DATASET).distinct().collect()  # one per dataset
     refs = sorted(parse_dataset(r[S.DATASET]) for r in rows)
     return [ref for ref in refs if not ref.protocol]
+
+
+def verify_lake(lake: Lake, dataset: DatasetRef | None = None) -> list[str]:
+    """``intent verify``: every table of the lake whole (its files match its Delta log), then the
+    checks of one dataset or of every split one, a line each through the lake's progress; the
+    names of what failed (empty: all passed)."""
+    from intent_spark.lake.integrity import DamagedTable, lake_faults
+
+    report, failed = lake.progress, []
+    for table, faults in lake_faults(lake.spark, lake.root).items():
+        for fault in faults:  # the same line a command reading the table stops with
+            report(f"FAIL {lake.path(table)}: damaged: {fault}")
+        if faults:
+            failed.append(f"{table} (damaged)")
+        else:
+            report(f"ok   {table} whole (its files match its Delta log)")
+    try:
+        datasets = [dataset] if dataset else lake_datasets(lake)
+    except DamagedTable:
+        datasets = []  # the splits table itself: named above
+    for name in datasets:
+        try:
+            results = verify_dataset(lake, name)
+        except DamagedTable as exc:
+            report(f"FAIL {name}: checks not run: {exc}")
+            failed.append(f"{name} (unchecked)")
+            continue
+        for result in results:
+            line = f"{'ok  ' if result.ok else 'FAIL'} {name} {result.split} {result.name}"
+            if not result.ok:
+                line += f": {result.violations} violation(s), {result.detail}"
+                failed.append(f"{name}/{result.split}/{result.name}")
+            report(line)
+    if not failed:
+        report(f"all checks passed for {', '.join(datasets)}")
+    return failed

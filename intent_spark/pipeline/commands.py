@@ -183,46 +183,17 @@ def cmd_split(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from intent_spark.checks.verify import lake_datasets, verify_dataset
-    from intent_spark.lake.integrity import DamagedTable, lake_faults
+    from intent_spark.checks.verify import verify_lake
 
-    lake = _lake(args)
-    report = lake.progress
-    failed = []
-    for table, faults in lake_faults(lake.spark, lake.root).items():
-        for fault in faults:  # the same line a command reading the table stops with
-            report(f"FAIL {args.lake.rstrip('/')}/{table}: damaged: {fault}")
-        if faults:
-            failed.append(f"{table} (damaged)")
-        else:
-            report(f"ok   {table} whole (its files match its Delta log)")
-    try:
-        datasets = [args.dataset] if args.dataset else lake_datasets(lake)
-    except DamagedTable:
-        datasets = []  # the splits table itself: named above
-    for dataset in datasets:
-        try:
-            results = verify_dataset(lake, dataset)
-        except DamagedTable as exc:
-            report(f"FAIL {dataset}: checks not run: {exc}")
-            failed.append(f"{dataset} (unchecked)")
-            continue
-        for result in results:
-            status = "ok  " if result.ok else "FAIL"
-            line = f"{status} {dataset} {result.split} {result.name}"
-            if not result.ok:
-                line += f": {result.violations} violation(s), {result.detail}"
-                failed.append(f"{dataset}/{result.split}/{result.name}")
-            report(line)
+    failed = verify_lake(_lake(args), args.dataset)
     if failed:
         print(f"intent verify: failed: {', '.join(failed)}", file=sys.stderr)
         return 1
-    report(f"all checks passed for {', '.join(datasets)}")
     return 0
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from intent_spark.checks.audit import REJECT, read_audit, write_audit
+    from intent_spark.checks.audit import said_verdicts, write_audit
     from intent_spark.lake.tables import ingested_source
 
     if args.floor_users is not None:
@@ -234,11 +205,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     report = lake.progress
     conf = load_source(args.conf or ingested_source(lake.spark, lake.root, args.dataset))
     path = write_audit(lake, args.dataset, conf, args.sequence_users, args.out)
-    table = read_audit(path)
-    for row in table.itertuples():
-        report(f"{row.verdict} {row.criterion}" + (f": {row.reason}" if row.reason else f" ({row.measured})"))
-    report(f"{args.dataset}: audit table and figure in {path.parent}")
-    rejected = table.loc[table["verdict"] == REJECT, "criterion"].tolist()
+    rejected = said_verdicts(path, report)
     if rejected:
         print(f"intent audit: {args.dataset} rejected on: {', '.join(rejected)}", file=sys.stderr)
         return 1
@@ -248,23 +215,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_models(args: argparse.Namespace) -> int:
     """Every registered model with its origin, kind and settings (the conf's values where it
     sets them, else the model's defaults)."""
-    from intent_spark.core.errors import IntentError
-    from intent_spark.plugin import settings_defaults
-    from intent_spark.train.conf import SCORING_KEYS, load_models_conf
-    from intent_spark.train.registry import registered
+    from intent_spark.train.conf import load_models_conf, model_listing
 
-    conf = load_models_conf(args.models_conf)
-    for entry in registered().values():
-        try:
-            cls = entry.load()
-        except IntentError as exc:  # listed all the same: the listing is where one looks first
-            print(f"{entry.name:<13} {'?':<8} {entry.origin} ({entry.target})\n{'':<13} {exc}")
-            continue
-        values = {**settings_defaults(cls), **conf.values(entry.name)}
-        shown = {k: v for k, v in values.items() if k not in SCORING_KEYS and k != "context"}
-        fits = "" if cls.fits else ", fits nothing"
-        print(f"{entry.name:<13} {cls.kind:<8} {entry.origin} ({entry.target}){fits}")
-        print(f"{'':<13} {', '.join(f'{k}={v}' for k, v in shown.items()) or '(no settings)'}")
+    print("\n".join(model_listing(load_models_conf(args.models_conf))))
     return 0
 
 
@@ -274,7 +227,6 @@ def cmd_check_model(args: argparse.Namespace) -> int:
     import os
     import time
 
-    from intent_spark.core.errors import PluginError
     from intent_spark.train.check import CheckFailed, CheckSizes, check_model, failure_lines
     from intent_spark.train.conf import load_models_conf, with_steps
 
@@ -283,13 +235,7 @@ def cmd_check_model(args: argparse.Namespace) -> int:
     try:
         check_model(args.spec, with_steps(load_models_conf(args.models_conf), args.steps), sizes=sizes)
     except CheckFailed as failed:
-        lines = failure_lines(failed)
-        error = failed.error
-        while error is not None and not isinstance(error, PluginError):
-            error = error.__cause__
-        if os.environ.get("INTENT_VERBOSE") == "1" and isinstance(error, PluginError):
-            lines = [lines[0], error.traceback.rstrip("\n")]
-        print("\n".join(lines), file=sys.stderr)
+        print("\n".join(failure_lines(failed, os.environ.get("INTENT_VERBOSE") == "1")), file=sys.stderr)
         print(
             f"intent check-model: {args.spec}: failed after {time.monotonic() - started:.1f}s",
             file=sys.stderr,

@@ -329,12 +329,15 @@ class _LifeCycle:
         self.ok("reload", "the loaded model ranks every target as the fitted one does")
 
 
-def failure_lines(failed: CheckFailed) -> list[str]:
-    """The fault's line and, for the plug-in's own exception, its frames."""
+def failure_lines(failed: CheckFailed, verbose: bool = False) -> list[str]:
+    """The fault's line and, for the plug-in's own exception, its frames (``verbose``: its
+    whole traceback)."""
     lines = [f"FAIL {failed.line}"]
     error = failed.error
     while error is not None and not isinstance(error, PluginError):
         error = error.__cause__
-    if isinstance(error, PluginError) and error.frames:
+    if isinstance(error, PluginError) and verbose:
+        lines.append(error.traceback.rstrip("\n"))
+    elif isinstance(error, PluginError) and error.frames:
         lines.append(error.frames)
     return lines

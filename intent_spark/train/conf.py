@@ -143,3 +143,25 @@ def with_reader(conf: ModelsConf, reader: str | None, where: str = "--reader") -
     if reader not in READERS:
         raise ConfError(f"{where}: unknown reader {reader!r}; known: {', '.join(READERS)}")
     return replace(conf, reader=reader)
+
+
+def model_listing(conf: ModelsConf) -> list[str]:
+    """``intent models``: every registered model with its kind, origin and settings (the conf's
+    values where it sets them, else the model's defaults), two lines each; one that fails to
+    load is listed all the same, with its error (the listing is where one looks first)."""
+    from intent_spark.core.errors import IntentError
+    from intent_spark.plugin import settings_defaults
+
+    lines = []
+    for entry in registered().values():
+        try:
+            cls = entry.load()
+        except IntentError as exc:
+            lines += [f"{entry.name:<13} {'?':<8} {entry.origin} ({entry.target})", f"{'':<13} {exc}"]
+            continue
+        values = {**settings_defaults(cls), **conf.values(entry.name)}
+        shown = {k: v for k, v in values.items() if k not in SCORING_KEYS and k != "context"}
+        fits = "" if cls.fits else ", fits nothing"
+        lines.append(f"{entry.name:<13} {cls.kind:<8} {entry.origin} ({entry.target}){fits}")
+        lines.append(f"{'':<13} {', '.join(f'{k}={v}' for k, v in shown.items()) or '(no settings)'}")
+    return lines
