@@ -582,7 +582,7 @@ def run_size(args: argparse.Namespace, events: int) -> dict[str, Any]:
             max_tokens=models.max_tokens,
             force=True,
         )
-    catalogues = {split: split_catalogue(spark, lake, DATASET, split) for split in ("test", "val")}
+    catalogues = {split: split_catalogue(Lake(spark, lake), DATASET, split) for split in ("test", "val")}
     test = catalogues["test"]
     kernel_before = None
     for verb, run_stage, names in (

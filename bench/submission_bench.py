@@ -109,7 +109,11 @@ def main() -> int:
         command = run_submit(code, lake, args.dataset, path, f"cli_{length or 'all'}")
         began = time.perf_counter()
         scored = submit(
-            Lake(spark, lake), DatasetRef(args.dataset), str(path), f"session_{length or 'all'}", strict=True
+            Lake(spark, lake, tracked=False),
+            DatasetRef(args.dataset),
+            str(path),
+            f"session_{length or 'all'}",
+            strict=True,
         )
         session = time.perf_counter() - began
         row = {

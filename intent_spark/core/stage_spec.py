@@ -100,8 +100,12 @@ class Run(Protocol):
     call: StageCall  # a one-stage command's flags (defaults in a run)
     progress: Callable[[str], None]
     models: tuple[str, ...]  # the run's models, by registered name
-    models_conf: Any  # train.conf.ModelsConf
     planned_runs: set[Key]  # in a plan: the keys of tasks that would run
+
+    @property
+    def models_conf(self) -> Any:
+        """The run's ``train.conf.ModelsConf``, made when first asked."""
+        ...
 
     @property
     def uri(self) -> str: ...

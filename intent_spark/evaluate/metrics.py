@@ -133,16 +133,18 @@ def evaluate(
     dataset: str,
     *,
     floor_users: int | None = None,
+    unrecorded_floor: int | None = None,
     bootstrap: int = 0,
     correction: str = DEFAULT_CORRECTION,
 ) -> int:
     """Write ``user_metrics``, ``metrics`` and ``comparisons`` from ``ranks``; log each model's
     cell metrics to its MLflow training run (unless tracking is off). Cells are flagged at the
     floor the split applied; ``floor_users`` overrides it, said in the progress line and kept in
-    ``metrics.floor_users`` for the report to say. Returns the number of metric rows."""
+    ``metrics.floor_users`` for the report to say; ``unrecorded_floor`` stands in for a split
+    written before the floor was kept. Returns the number of metric rows."""
     from intent_spark.lake.progress import spark_progress
 
-    floor = evaluation_floor(lake, dataset, floor_users)
+    floor = evaluation_floor(lake, dataset, floor_users, unrecorded_floor)
     with spark_progress(lake.spark, lake.progress, f"{dataset} evaluate"):
         rows = _metric_tables(lake, dataset, floor, bootstrap, correction)
     if lake.tracking:
@@ -150,17 +152,15 @@ def evaluate(
     return len(rows)
 
 
-def evaluation_floor(lake: Lake, dataset: str, override: int | None) -> int:
+def evaluation_floor(lake: Lake, dataset: str, override: int | None, unrecorded: int | None = None) -> int:
     """The floor the split recorded, or ``override`` (said when it differs); a split written
-    before the floor was kept falls back to the split conf's."""
-    from intent_spark.split.conf import conf_floor
-    from intent_spark.split.split_tables import split_floor
+    before the floor was kept takes ``unrecorded`` (its split conf's), else conf/split.yaml's."""
+    from intent_spark.split.split_tables import recorded_floor, split_floor
 
-    applied = split_floor(lake, dataset)
-    if applied is None:
-        applied = conf_floor(dataset)
+    applied = split_floor(lake, dataset, unrecorded)
+    if recorded_floor(lake, dataset) is None:
         lake.progress(
-            f"{dataset}: its split kept no user floor (split before it was kept): conf/split.yaml's {applied:,}"
+            f"{dataset}: split before its floor was kept: cells flagged at its split conf's {applied:,}"
         )
     if override is None or override == applied:
         return applied

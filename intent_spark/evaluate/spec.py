@@ -3,6 +3,7 @@ read its outputs or the split's: leaks, protocol agreement and backtest."""
 
 from __future__ import annotations
 
+from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.stage_spec import DATASET, Run, Stage, Task, known, per_dataset
 
@@ -25,15 +26,17 @@ def evaluate_tasks(run: Run) -> list[Task]:
     for name in run.scored():  # at the floor its split recorded (the split conf's, in its fingerprint)
 
         def work(name: DatasetRef = name) -> None:
-            call = run.call  # a command's override of the split's floor, its bootstrap
+            call, lake = run.call, run.lake_context()  # a command's floor override, its bootstrap
             rows = evaluate(
-                run.lake_context(),
+                lake,
                 name,
                 floor_users=call.floor_users,
+                unrecorded_floor=run.split_conf(name).floor_users,  # a lake split before it was kept
                 bootstrap=call.bootstrap,
                 correction=run.conf.correction,
             )
-            run.progress(f"{name}: {rows:,} metric rows in metrics, per-user scores in user_metrics")
+            metrics, users = lake.path(S.METRICS_TABLE), lake.path(S.USER_METRICS)
+            run.progress(f"{name}: {rows:,} metric rows in {metrics}, per-user scores in {users}")
 
         tasks.append(Task(EVALUATE.name, name, work, known(run.conf.correction)))
     return tasks

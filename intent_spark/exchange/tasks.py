@@ -55,7 +55,6 @@ class Exported:
 
 def split_targets(spark: SparkSession, lake: str, dataset: str, split: str | None = None) -> DataFrame:
     """The targets table (of one split, or all) with each target's public ``target_id``."""
-    # (spark, root) while exchange/submissions.py (another engineer's) calls it so
     targets = read_table(spark, lake, S.TARGETS, dataset)
     if split is not None:
         targets = targets.where(F.col(S.SPLIT) == split)

@@ -112,17 +112,18 @@ def _stage_call(args: argparse.Namespace) -> StageCall:
     )
 
 
-def _runner(args: argparse.Namespace, conf: RunConf | None = None) -> Any:
+def _runner(args: argparse.Namespace) -> Any:
     """The runner ``intent run`` uses, for one command: the one place the split conf, the
     models conf, the floor, the lake and its tracking are derived."""
     from intent_spark.pipeline.runner import Runner
 
     return Runner(
-        conf or _run_conf(args),
+        _run_conf(args),
         root=args.lake,
         spark_settings=_spark_overrides(args),
         progress=reporter(args.command),
         call=_stage_call(args),
+        command=args.command,
     )
 
 
@@ -177,7 +178,7 @@ def cmd_split(args: argparse.Namespace) -> int:
     runner = _runner(args)
     # a dataset stored under another source's conf (cct_mcc from cct) takes that source's split conf
     source = ingested_source(runner.spark, args.lake, args.dataset)
-    entry = dataclasses.replace(runner.conf.datasets[0], source=source or "")
+    entry = dataclasses.replace(runner.conf.datasets[0], source=source)
     runner.conf = dataclasses.replace(runner.conf, datasets=(entry,))
     return _one_stage(args, runner)
 
@@ -254,12 +255,11 @@ def cmd_score(args: argparse.Namespace) -> int:
         return _one_stage(args)
     from intent_spark.exchange.top_items import TopItemsExport, export_top_items
 
-    # not a stage: the model's top items go to a file, not to ranks; the same derived settings
-    runner = _runner(args)
+    # not a stage: the model's top items go to a file (maybe on a store), not to ranks; the
+    # models conf a run would derive
     export = TopItemsExport(args.export, args.split, args.top_k)
-    export_top_items(
-        runner.lake_context(), args.dataset, args.model, runner.models_conf, export, run_id=args.run_id
-    )
+    models_conf = _runner(args).models_conf
+    export_top_items(_lake(args), args.dataset, args.model, models_conf, export, run_id=args.run_id)
     return 0
 
 
@@ -289,6 +289,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     check_submission_file(args.predictions)  # a bad file is refused before Spark starts
     lake = _lake(args)
     report = lake.progress
+    _ = lake.tracking  # an MLflow store that cannot be named: one line before any rank is written
     scored = submit(
         lake,
         args.dataset,

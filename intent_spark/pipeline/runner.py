@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -106,8 +107,10 @@ class Runner:
         spark_settings: dict[str, str] | None = None,
         progress: Progress = silent,
         call: StageCall | None = None,
+        command: str = "run",
     ):
         self.conf = conf
+        self.command = command  # the intent command it serves, its Spark application's name
         self.call = call or StageCall()
         self.root = root or conf.lake_path  # the lake's root; ``lake_context()`` is the lake
         self.force = force
@@ -117,21 +120,8 @@ class Runner:
         # Names (a module:Class spec by its class's name), checked before hours of ingest.
         self.specs = {check_model(model): model for model in conf.models}  # name -> as given
         self.models = tuple(self.specs)
-        self.models_conf: ModelsConf = with_reader(
-            with_processes(
-                with_steps(
-                    load_models_conf(
-                        conf.models_conf, conf.model_overrides, child(conf.path, "model_overrides")
-                    ),
-                    self.call.steps,
-                ),
-                conf.processes,
-                child(conf.path, "processes"),
-            ),
-            conf.reader,
-            child(conf.path, "reader"),
-        )
-        choose_reader(self.models_conf.reader)  # a reader that cannot run here, before hours of ingest
+        if self.models:  # a bad models conf or a reader that cannot run here, before hours of ingest
+            choose_reader(self.models_conf.reader)
         self.split_conf_path = Path(conf.split_conf) if conf.split_conf else CONF_DIR / "split.yaml"
         self.logs: dict[str, StageLog] = {}
         self.done: dict[Key, str | None] = {}  # task key -> its inputs
@@ -144,6 +134,21 @@ class Runner:
         self._uri: str | None = None
         self._lake: Lake | None = None
 
+    @cached_property
+    def models_conf(self) -> ModelsConf:
+        """The models conf with the run's overrides, processes, reader and a command's steps;
+        made when first asked (a split needs none of it)."""
+        conf = self.conf
+
+        def where(key: str) -> str:  # a conf file's key, or the flag that set it
+            return child(conf.path, key) if conf.path else f"--{key.replace('_', '-')}"
+
+        overrides = load_models_conf(conf.models_conf, conf.model_overrides, where("model_overrides"))
+        steps = with_steps(overrides, self.call.steps)
+        return with_reader(
+            with_processes(steps, conf.processes, where("processes")), conf.reader, where("reader")
+        )
+
     # --- services ---
     @property
     def spark(self) -> Any:
@@ -151,7 +156,9 @@ class Runner:
             from intent_spark.lake.session import build_session, needs_store
 
             paths = [self.root, *(entry.raw for entry in self.conf.datasets)]
-            self._spark = build_session("intent-run", self.spark_settings, store=needs_store(*paths))
+            self._spark = build_session(
+                f"intent-{self.command}", self.spark_settings, store=needs_store(*paths)
+            )
         return self._spark
 
     @property
@@ -163,9 +170,10 @@ class Runner:
         return self._uri
 
     def lake_context(self) -> Lake:
-        """One for the whole run: its MLflow store is resolved once, not per task."""
+        """One for the whole run: its MLflow store is resolved once, when a task first asks."""
         if self._lake is None:
-            self._lake = Lake(self.spark, self.root, self.uri, self.progress, self.call.tracked)
+            tracking_uri = self.conf.tracking_uri
+            self._lake = Lake(self.spark, self.root, tracking_uri, self.progress, self.call.tracked)
         return self._lake
 
     def log(self, dataset: str) -> StageLog:
@@ -251,7 +259,7 @@ class Runner:
         tasks = [
             task
             for stage in graph.STAGES
-            if self.models or self.one_stage or not graph.needs_models(stage.name)
+            if self.models or not graph.needs_models(stage.name)
             for task in stage.tasks(self)
         ]
         return pair_by_pair(link(tasks))
@@ -339,18 +347,19 @@ class Runner:
         return lines
 
 
+def stage_tasks(runner: Runner, stage: str, dataset: DatasetRef, model: str | None = None) -> list[Task]:
+    """The tasks a run makes for one stage, of one dataset (and model): that stage's alone, as its
+    declaration makes them (the stages before it are not asked: a hand-built dataset has no
+    source conf for ingest to make a task of)."""
+    made = graph.stage(stage).tasks(runner)
+    return [t for t in made if t.dataset == dataset and (model is None or t.model == model)]
+
+
 def run_stage(runner: Runner, stage: str, dataset: DatasetRef, model: str | None = None) -> int:
     """One stage of the graph for one dataset (and model), as ``intent run`` declares it, like
-    ``kedro run --nodes``: its tasks are the run's, filtered. A command runs them whatever the
-    stage log says and records nothing there (their inputs' fingerprints are the run's to take).
-    Returns how many tasks ran."""
-    # that stage's tasks alone: the stages before it are not asked (a hand-built dataset has no
-    # source conf for ingest to make a task of), and nothing is linked, as nothing is fingerprinted
-    chosen = [
-        task
-        for task in graph.stage(stage).tasks(runner)
-        if task.dataset == dataset and (model is None or task.model == model)
-    ]
+    ``kedro run --nodes``. A command runs its tasks whatever the stage log says and records
+    nothing there (their inputs' fingerprints are a run's to take). Returns how many ran."""
+    chosen = stage_tasks(runner, stage, dataset, model)
     if not chosen:
         what = f"{dataset} {model}" if model else str(dataset)
         raise IntentError(f"{stage}: nothing to run for {what}")

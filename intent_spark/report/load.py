@@ -140,19 +140,19 @@ def lake_floors(lake: Lake, metrics: pd.DataFrame, override: int | None) -> tupl
     """Each dataset's user floor as the report shows it, and a sentence for each that is not its
     split's: one ``override`` given to the report, or one its evaluate was given. Metrics written
     before the floor was kept are checked against the split conf's floor (``checked_floors``)."""
-    from intent_spark.split.conf import conf_floor
     from intent_spark.split.split_tables import split_floor
 
     floors, overrides = {}, []
     for dataset, rows in metrics.groupby(S.DATASET):
         name = str(dataset)
         kept = rows[S.FLOOR_USERS].dropna() if S.FLOOR_USERS in rows else pd.Series(dtype="int64")
-        split = split_floor(lake, name) or conf_floor(name)
-        evaluated = (
-            int(kept.max())
-            if not kept.empty
-            else checked_floors(rows, {name: split}, lake.path(S.METRICS_TABLE))[name]
-        )
+        split = split_floor(lake, name)
+        if not kept.empty:
+            evaluated = int(kept.max())
+        elif override is not None:  # unrecorded, and re-flagged at the override anyway
+            evaluated = override
+        else:
+            evaluated = checked_floors(rows, {name: split}, lake.path(S.METRICS_TABLE))[name]
         floors[name] = evaluated if override is None else override
         if override is not None and override != split:
             overrides.append(

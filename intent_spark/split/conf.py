@@ -62,6 +62,6 @@ def load_split_conf(
 
 def conf_floor(dataset: str, path: str | Path | None = None) -> int:
     """The user floor a split conf (default ``conf/split.yaml``) gives a dataset or variant (a
-    variant takes its source's entry, as ``intent run`` does): what `intent evaluate` and
-    `intent report` assume where no floor is given."""
+    variant takes its source's entry, as ``intent run`` does): what evaluate and the report take
+    for a split written before the split kept its floor."""
     return load_split_conf(path or CONF_DIR / "split.yaml", parse_dataset(dataset).source).floor_users

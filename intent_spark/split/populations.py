@@ -37,7 +37,6 @@ def labelled_populations(
     """
     from intent_spark.split.protocols import protocol_population
 
-    # (spark, root) while exchange/submissions.py (another engineer's) calls it so
     if dataset.protocol:
         return {S.TEST: protocol_population(Lake(spark, lake), dataset)}
     rows = {r[S.SPLIT]: r for r in read_table(spark, lake, S.SPLITS, dataset).collect()}  # two rows

@@ -169,7 +169,7 @@ def cell_counts(targets: DataFrame, floor_users: int, *more: Column) -> DataFram
     )
 
 
-def split_floor(lake: Lake, dataset: str) -> int | None:
+def recorded_floor(lake: Lake, dataset: str) -> int | None:
     """The user floor a dataset's split applied (``split_counts.floor_users``): what evaluate
     flags its cells at and the report shows. None for a split written before the floor was kept."""
     counts = lake.read(S.SPLIT_COUNTS, dataset)
@@ -177,6 +177,17 @@ def split_floor(lake: Lake, dataset: str) -> int | None:
         return None
     found = counts.agg(F.max(S.FLOOR_USERS).alias("floor")).first()  # one aggregate row
     return None if found is None or found.floor is None else int(found.floor)
+
+
+def split_floor(lake: Lake, dataset: str, unrecorded: int | None = None) -> int:
+    """The floor the split recorded; for a split written before it was kept, ``unrecorded`` (the
+    split conf a run gives it), else ``conf/split.yaml``'s."""
+    from intent_spark.split.conf import conf_floor
+
+    found = recorded_floor(lake, dataset)
+    if found is not None:
+        return found
+    return unrecorded if unrecorded is not None else conf_floor(dataset)
 
 
 def write_counts_and_checksums(lake: Lake, dataset: str, floor_users: int) -> None:
@@ -209,7 +220,6 @@ def run_split(
     """
     from intent_spark.lake.progress import spark_progress
 
-    # (spark, root) while tests/conftest.py calls it so; its tables are written through a Lake
     where = Lake(spark, lake, progress=progress)
     with (
         spark_progress(spark, progress, f"{dataset} split"),

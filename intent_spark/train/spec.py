@@ -25,7 +25,9 @@ def train_tasks(run: Run) -> list[Task]:
                     parent_run_id=run.benchmark(),
                     splits=run.splits_of(name),
                 )
-                run.progress(f"{name} {model}: logged to MLflow run {run_id}")
+                run.progress(
+                    f"{name} {model}: logged to MLflow run {run_id} in {run.lake_context().tracking}"
+                )
 
             fit = known(conf.context, conf.max_tokens, settings)
             tasks.append(Task(TRAIN.name, name, work, fit, model))

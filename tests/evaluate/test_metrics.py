@@ -236,18 +236,17 @@ def _counts(spark, lake, dataset, floor):
 def test_cells_are_flagged_at_the_floor_the_split_recorded_unless_overridden(spark, tmp_path):
     from intent_spark.evaluate.metrics import evaluation_floor
     from intent_spark.lake.context import Lake
-    from intent_spark.split.split_tables import split_floor
+    from intent_spark.split.split_tables import recorded_floor
 
     lines: list[str] = []
     lake = Lake(spark, str(tmp_path / "lake"), progress=lines.append)
     _counts(spark, lake.root, "d", 300)
     _counts(spark, lake.root, "old", None)
-    assert split_floor(lake, "d") == 300 and split_floor(lake, "old") is None
+    assert recorded_floor(lake, "d") == 300 and recorded_floor(lake, "old") is None
     assert evaluation_floor(lake, "d", None) == 300 and evaluation_floor(lake, "d", 300) == 300
     assert lines == []  # the split's own floor: nothing to say
     assert evaluation_floor(lake, "d", 50) == 50
     assert lines.pop() == "d: cells flagged at 50 users (--floor-users), an override of the split's 300"
     assert evaluation_floor(lake, "old", None) == 1000  # conf/split.yaml's, said
-    assert (
-        lines.pop() == "old: its split kept no user floor (split before it was kept): conf/split.yaml's 1,000"
-    )
+    assert lines.pop() == "old: split before its floor was kept: cells flagged at its split conf's 1,000"
+    assert evaluation_floor(lake, "old", None, 200) == 200  # a run's split conf (a demo's floor)

@@ -10,8 +10,8 @@ import pytest
 
 from intent_spark.cli import _parse_dataset_names, build_parser
 from intent_spark.core.errors import IntentError
-from intent_spark.pipeline import commands, graph
-from intent_spark.pipeline.runner import Runner
+from intent_spark.pipeline import commands
+from intent_spark.pipeline.runner import Runner, stage_tasks
 
 
 def _runner(line: str) -> Runner:
@@ -22,9 +22,7 @@ def _runner(line: str) -> Runner:
 
 
 def _tasks(runner: Runner, stage: str, dataset: str, model: str | None = None) -> list:
-    """What ``run_stage`` runs: the stage's own tasks, made as ``intent run`` makes them."""
-    tasks = graph.stage(stage).tasks(runner)
-    return [t for t in tasks if t.dataset == dataset and (model is None or t.model == model)]
+    return stage_tasks(runner, stage, dataset, model)  # what run_stage runs
 
 
 def test_split_flags_reach_the_declared_split_task(tmp_path):

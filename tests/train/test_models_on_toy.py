@@ -393,14 +393,14 @@ def test_the_report_says_a_floor_other_than_the_splits(spark, toy, toy_metrics):
     from intent_spark.split.split_tables import split_floor
 
     lake, _ = toy
-    assert split_floor(spark, lake, "toy") == 1000
+    assert split_floor(Lake(spark, lake), "toy") == 1000
     evaluated_at_one = toy_metrics.toPandas().assign(floor_users=1)
-    assert lake_floors(spark, lake, evaluated_at_one, None) == (
+    assert lake_floors(Lake(spark, lake), evaluated_at_one, None) == (
         {"toy": 1},
         ["toy evaluated at 1 users (--floor-users), its split's floor is 1,000"],
     )
-    assert lake_floors(spark, lake, evaluated_at_one, 300) == (
+    assert lake_floors(Lake(spark, lake), evaluated_at_one, 300) == (
         {"toy": 300},
         ["toy shown at 300 users (--floor-users), its split's floor is 1,000"],
     )
-    assert lake_floors(spark, lake, toy_metrics.toPandas(), None) == ({"toy": 1000}, [])
+    assert lake_floors(Lake(spark, lake), toy_metrics.toPandas(), None) == ({"toy": 1000}, [])
