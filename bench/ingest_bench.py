@@ -20,6 +20,7 @@ from measure import PeakMemory
 from intent_spark.core.sources import load_source
 from intent_spark.generate import generate_release
 from intent_spark.ingest import ingest_source
+from intent_spark.lake.context import Lake
 from intent_spark.lake.session import build_session
 
 
@@ -42,7 +43,7 @@ def main() -> None:
     spark = build_session("intent-bench", {"spark.driver.memory": args.driver_memory})
     with PeakMemory() as memory:
         started = time.monotonic()
-        summary = ingest_source(spark, load_source(args.dataset), str(raw), lake)
+        summary = ingest_source(Lake(spark, lake), load_source(args.dataset), str(raw))
         ingest_s = time.monotonic() - started
     result = {
         "dataset": args.dataset,

@@ -525,7 +525,7 @@ def run_size(args: argparse.Namespace, events: int) -> dict[str, Any]:
     checks: dict[str, Any] = {}
 
     with bench.stage("ingest") as row:
-        summary = ingest_source(spark, source, str(raw), lake, progress=bench.progress("ingest"))
+        summary = ingest_source(Lake(spark, lake, progress=bench.progress("ingest")), source, str(raw))
         row["output_rows"] = summary.events
     with bench.reference("ingest") as found:
         ingested = run_duckdb_ingest(raw, duck / "ingest", source, threads=args.duckdb_threads)
@@ -548,14 +548,8 @@ def run_size(args: argparse.Namespace, events: int) -> dict[str, Any]:
         CONF_DIR / "split.yaml", DATASET, {}, source=ingested_source(spark, lake, DATASET)
     )
     with bench.stage("split") as row:
-        run_split(
-            spark,
-            lake,
-            DATASET,
-            split_conf,
-            progress=bench.progress("split"),
-            report=split_report_writer(Lake(spark, lake, progress=bench.progress("split")), DATASET),
-        )
+        split_lake = Lake(spark, lake, progress=bench.progress("split"))
+        run_split(split_lake, DATASET, split_conf, report=split_report_writer(split_lake, DATASET))
     event_files = local_paths(read_table(spark, lake, S.EVENTS, DATASET).inputFiles())
     with bench.reference("split") as found:
         splits = duckdb_split_files(event_files, split_conf, args.duckdb_threads, duck / "split-tmp")

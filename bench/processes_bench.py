@@ -47,8 +47,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="processes-bench-"))
     lake, uri = str(work / "lake"), f"sqlite:///{work / 'mlflow.db'}"
     generate_release("rees46", work / "raw", args.events, seed=0)
-    ingest_source(spark, load_source("rees46"), str(work / "raw"), lake)
-    run_split(spark, lake, DatasetRef("rees46"), load_split_conf(CONF_DIR / "split.yaml", "rees46"))
+    ingest_source(Lake(spark, lake), load_source("rees46"), str(work / "raw"))
+    run_split(Lake(spark, lake), DatasetRef("rees46"), load_split_conf(CONF_DIR / "split.yaml", "rees46"))
     base = load_models_conf(overrides={args.model: {"steps": args.steps}})
     rows = []
     for processes in args.processes:

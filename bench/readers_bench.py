@@ -49,8 +49,8 @@ def model_input_files(work: Path, events: int) -> list[str]:
     lake = str(work / "lake")
     say(f"{events:,} events: generate, ingest, split, model inputs in {work}")
     generate_release("rees46", work / "raw", events, seed=0)
-    ingest_source(spark, load_source("rees46"), str(work / "raw"), lake)
-    run_split(spark, lake, dataset, load_split_conf(CONF_DIR / "split.yaml", "rees46"))
+    ingest_source(Lake(spark, lake), load_source("rees46"), str(work / "raw"))
+    run_split(Lake(spark, lake), dataset, load_split_conf(CONF_DIR / "split.yaml", "rees46"))
     build_model_inputs(Lake(spark, lake), dataset, context=CONTEXT, max_tokens=16)
     return split_files(Lake(spark, lake), "train_sequences", dataset, "test")
 

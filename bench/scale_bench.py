@@ -36,6 +36,7 @@ from intent_spark.core.conf import CONF_DIR
 from intent_spark.core.sources import load_source
 from intent_spark.generate import generate_release
 from intent_spark.ingest import ingest_source
+from intent_spark.lake.context import Lake
 from intent_spark.lake.session import build_session
 from intent_spark.lake.tables import has_table, read_table
 from intent_spark.split.cells import with_period
@@ -65,7 +66,7 @@ def prepare(spark, work: Path, events: int) -> Path:
     if not raw.is_dir():
         generate_release(DATASET, raw, events, seed=1)
     if not has_table(spark, lake, S.EVENTS):
-        ingest_source(spark, load_source(DATASET), str(raw), lake)
+        ingest_source(Lake(spark, lake), load_source(DATASET), str(raw))
     if not parquet.is_dir():
         read_table(spark, lake, S.EVENTS, DATASET).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ).write.parquet(
             str(parquet)

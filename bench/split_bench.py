@@ -16,6 +16,7 @@ from measure import PeakMemory
 from intent_spark.core import schema as S
 from intent_spark.core.conf import CONF_DIR
 from intent_spark.core.datasets import DatasetRef
+from intent_spark.lake.context import Lake
 from intent_spark.lake.session import build_session
 from intent_spark.lake.tables import read_table
 from intent_spark.split.conf import load_split_conf
@@ -48,7 +49,7 @@ def main() -> None:
     conf = load_split_conf(CONF_DIR / "split.yaml", args.dataset)
     with PeakMemory() as memory:
         started = time.monotonic()
-        outcomes = run_split(spark, args.lake, DatasetRef(args.dataset), conf, progress=progress)
+        outcomes = run_split(Lake(spark, args.lake, progress=progress), DatasetRef(args.dataset), conf)
         total = time.monotonic() - started
     progress("end")
     plan = outcomes[0].targets._jdf.queryExecution().executedPlan().toString()

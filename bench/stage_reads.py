@@ -68,7 +68,7 @@ def main() -> None:
         if not (folder / "raw").is_dir():
             generate_release(DATASET.source, raw, events, seed=args.seed)
         if not (folder / "lake" / "events").is_dir():
-            ingest_source(spark, load_source(DATASET.source), raw, lake)
+            ingest_source(Lake(spark, lake), load_source(DATASET.source), raw)
         measure(spark, "split", events, lake, raw, partial(run_split, spark, lake, DATASET, split_conf))
         inputs = partial(
             build_model_inputs,

@@ -42,9 +42,9 @@ def prepare(work: Path, dataset: str, events: int, seed: int) -> tuple[str, Path
     spark = build_session("submission-bench")
     raw, lake, tasks = work / "raw", str(work / "lake"), work / "tasks"
     generate_release(dataset, raw, events, seed=seed)
-    ingest_source(spark, load_source(dataset), str(raw), lake)
+    ingest_source(Lake(spark, lake), load_source(dataset), str(raw))
     ref = DatasetRef(dataset)
-    run_split(spark, lake, ref, load_split_conf(CONF_DIR / "split.yaml", dataset))
+    run_split(Lake(spark, lake), ref, load_split_conf(CONF_DIR / "split.yaml", dataset))
     export_tasks(Lake(spark, lake), ref, str(tasks), splits=["test"])
     return lake, tasks
 

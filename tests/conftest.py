@@ -23,6 +23,7 @@ import yaml
 from pyspark.sql import SparkSession
 
 from intent_spark.core.datasets import DatasetRef
+from intent_spark.lake.context import Lake
 from intent_spark.lake.session import JARS_DIR, PROFILE_ENV, build_session, spark_settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -262,7 +263,7 @@ def generated_lake(spark, tmp_path_factory):
     for name in SOURCES:
         raw = tmp_path_factory.mktemp(f"raw_{name}")
         releases[name] = generate_release(name, raw, GENERATED_EVENTS, seed=7, dirty=True)
-        summaries[name] = ingest_source(spark, load_source(name), str(raw), lake)
+        summaries[name] = ingest_source(Lake(spark, lake), load_source(name), str(raw))
     return lake, releases, summaries
 
 
@@ -276,7 +277,7 @@ def split_lake(spark, generated_lake):
 
     lake, _, _ = generated_lake
     for name in SOURCES:
-        run_split(spark, lake, DatasetRef(name), load_split_conf(CONF_DIR / "split.yaml", name))
+        run_split(Lake(spark, lake), DatasetRef(name), load_split_conf(CONF_DIR / "split.yaml", name))
     return lake
 
 
@@ -291,7 +292,7 @@ def toy_lake(spark, tmp_path_factory):
     lake = str(tmp_path_factory.mktemp("lake_toy"))
     events = spark.createDataFrame(toy_event_rows(), S.EVENTS_SCHEMA).repartition(3)  # partition-proof
     write_dataset(events, lake, S.EVENTS, "toy")
-    return lake, run_split(spark, lake, DatasetRef("toy"), SplitConf(seed=4))
+    return lake, run_split(Lake(spark, lake), DatasetRef("toy"), SplitConf(seed=4))
 
 
 @pytest.fixture

@@ -80,6 +80,7 @@ class StageCall:
     it is given as: the flags ``intent run`` leaves at their defaults. The runner applies each
     where it derives that setting (the split conf, the models conf, the lake), as for a run."""
 
+    command: str = "run"  # the intent command: its Spark application's name
     split_overrides: dict[str, Any] = field(default_factory=dict)  # --seed, --cutoff ...
     split_report: str | None = None  # --out: where the split report goes
     steps: int | None = None  # --steps of every model that has them

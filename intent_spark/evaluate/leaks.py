@@ -29,7 +29,7 @@ def leaked_targets(lake: Lake, dataset: DatasetRef) -> DataFrame:
     split follows in time (an INTENT split's, or a protocol variant's). One row per cell."""
     from intent_spark.split.populations import labelled_populations
 
-    labelled = labelled_populations(lake.spark, lake.root, dataset)[S.TEST]
+    labelled = labelled_populations(lake, dataset)[S.TEST]
     targets = lake.read(S.TARGETS, dataset).where(F.col(S.SPLIT) == S.TEST)
     leaked = targets_preceding_training(training_events(labelled), targets).select(
         S.SEQ, F.lit(1).alias("_leaked")

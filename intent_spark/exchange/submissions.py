@@ -75,15 +75,15 @@ def submit(
 ) -> Scored:
     """Check the submission, write its ranks (every target of the split: rejected and missing
     ones as misses), its ``submissions`` row, its rejects and its MLflow run."""
-    spark, root, progress = lake.spark, lake.root, lake.progress
+    spark, progress = lake.spark, lake.progress
     check_name(name)
     fmt = check_submission_file(path)
-    populations = labelled_populations(spark, root, dataset)
+    populations = labelled_populations(lake, dataset)
     if split not in populations:
         raise IntentError(f"{dataset} has no {split} split (it has {', '.join(populations)})")
     sha = file_sha256(path)
     rows = read_parquet_rows(spark, path) if fmt == "parquet" else read_json_rows(spark, path)
-    targets = split_targets(spark, root, dataset)
+    targets = split_targets(lake, dataset)
     known = targets.select(
         S.TARGET_ID, F.col(S.SPLIT).alias("_target_split"), S.SEQ, S.CELL, S.USER_ID, S.ITEM_ID
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
@@ -27,7 +27,7 @@ from intent_spark.core.errors import IntentError
 from intent_spark.exchange.formats import format_text
 from intent_spark.lake.context import Lake
 from intent_spark.lake.files import filesystem, write_single_file
-from intent_spark.lake.tables import read_table, source_table
+from intent_spark.lake.tables import source_table
 from intent_spark.split.cells import training_events
 from intent_spark.split.populations import labelled_populations
 from intent_spark.split.targets import target_id
@@ -53,9 +53,9 @@ class Exported:
     train_events: int
 
 
-def split_targets(spark: SparkSession, lake: str, dataset: str, split: str | None = None) -> DataFrame:
+def split_targets(lake: Lake, dataset: str, split: str | None = None) -> DataFrame:
     """The targets table (of one split, or all) with each target's public ``target_id``."""
-    targets = read_table(spark, lake, S.TARGETS, dataset)
+    targets = lake.read(S.TARGETS, dataset)
     if split is not None:
         targets = targets.where(F.col(S.SPLIT) == split)
     named = target_id(F.col(S.DATASET), F.col(S.SPLIT), F.col(S.USER_ID), F.col(S.SEQ))
@@ -144,7 +144,7 @@ def export_tasks(
         raise IntentError(f"--context {context}: a context keeps at least one event")
     if not lake.has(S.TARGETS) or lake.read(S.TARGETS, dataset).isEmpty():
         raise IntentError(f"{root}: no targets of {dataset}; run `intent split --dataset {dataset}` first")
-    populations = labelled_populations(spark, root, dataset)
+    populations = labelled_populations(lake, dataset)
     wanted = list(splits or populations)
     for split in wanted:
         if split not in populations:
@@ -158,7 +158,7 @@ def export_tasks(
         folder = f"{out.rstrip('/')}/{split}"
         fs, path = filesystem(folder)
         fs.create_dir(path, recursive=True)
-        targets = split_targets(spark, root, dataset, split)
+        targets = split_targets(lake, dataset, split)
         _check_unique(targets, dataset, split)
         labelled = populations[split]
         progress(f"{dataset} {split}: writing {TASKS_FILE} (context: the last {context} events)")

@@ -15,7 +15,6 @@ from intent_spark.core import schema as S
 from intent_spark.core.datasets import VARIANT_SEPARATOR
 from intent_spark.core.errors import IntentError
 from intent_spark.core.faults import fault_point
-from intent_spark.core.progress import Progress, silent
 from intent_spark.core.sources import EventsSpec, SourceConf
 from intent_spark.ingest.events import (
     REASON_CHECKED,
@@ -39,6 +38,7 @@ from intent_spark.ingest.metadata import (
     read_table_file,
     users_from_file,
 )
+from intent_spark.lake.context import Lake
 from intent_spark.lake.files import filesystem, to_uri
 from intent_spark.lake.progress import spark_progress
 from intent_spark.lake.tables import read_table, spark_conf, write_dataset
@@ -184,20 +184,14 @@ def read_profiles(
     return users_from_file(df, spec, name)
 
 
-def ingest_source(
-    spark: SparkSession,
-    conf: SourceConf,
-    raw_root: str,
-    lake: str,
-    dataset: str | None = None,
-    progress: Progress = silent,
-) -> IngestSummary:
+def ingest_source(lake: Lake, conf: SourceConf, raw_root: str, dataset: str | None = None) -> IngestSummary:
     """Read one source's raw files and replace its partition of every canonical table.
 
     The checked lines are persisted once on local disk (not the heap) because four outputs read
     them: events, rejects, the catalogue and the per-file counts. They keep only what those read
     (``events.narrowed``): persisting the whole parse cost more than the reads it saved.
     """
+    spark, root, progress = lake.spark, lake.root, lake.progress
     name = dataset or conf.name
     if VARIANT_SEPARATOR in name:
         raise IntentError(
@@ -238,26 +232,26 @@ def ingest_source(
                 events = spark.createDataFrame([], S.EVENTS_SCHEMA)
                 rejects = file_rejects
             progress(f"{name}: parsing and writing events")
-            written_rows = {S.EVENTS: write_dataset(events, lake, S.EVENTS, name)}
+            written_rows = {S.EVENTS: write_dataset(events, root, S.EVENTS, name)}
             fault_point("ingest.events")
             progress(f"{name}: writing rejects")
-            written_rows[S.REJECTS] = write_dataset(rejects, lake, S.REJECTS, name)
-            written = read_table(spark, lake, S.EVENTS, name)
+            written_rows[S.REJECTS] = write_dataset(rejects, root, S.REJECTS, name)
+            written = read_table(spark, root, S.EVENTS, name)
             progress(f"{name}: writing items")
             if catalogue is None:
                 catalogue = read_catalogue(spark, conf, raw_root, name, checked, written, progress)
-            written_rows[S.ITEMS] = write_dataset(catalogue, lake, S.ITEMS, name)
+            written_rows[S.ITEMS] = write_dataset(catalogue, root, S.ITEMS, name)
             progress(f"{name}: writing users")
             profiles = read_profiles(spark, conf, raw_root, name, progress)
-            written_rows[S.USERS] = write_dataset(profiles, lake, S.USERS, name)
+            written_rows[S.USERS] = write_dataset(profiles, root, S.USERS, name)
             progress(f"{name}: reconciling raw rows with events and rejects")
             manifest = file_manifest(
-                checked, written, read_table(spark, lake, S.REJECTS, name), name, event_files
+                checked, written, read_table(spark, root, S.REJECTS, name), name, event_files
             )
             levelled = manifest.withColumns({"source": F.lit(conf.name), S.ITEM_LEVEL: F.lit(conf.level)})
             # one row per raw file: the summary's totals come from these rows, not a read-back
             per_file = levelled.collect()
-            write_dataset(spark.createDataFrame(per_file, levelled.schema), lake, S.INGEST_FILES, name)
+            write_dataset(spark.createDataFrame(per_file, levelled.schema), root, S.INGEST_FILES, name)
         finally:
             for persisted in (checked, fine_items):
                 if persisted is not None:

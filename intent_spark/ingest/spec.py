@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from intent_spark.core import schema as S
 from intent_spark.core.runconf import DatasetEntry
 from intent_spark.core.sources import SourceConf
 from intent_spark.core.stage_spec import DATASET, Run, Stage, Task
@@ -21,16 +22,14 @@ def ingest_tasks(run: Run) -> list[Task]:
 
             check_source_folder(folder)  # a missing or empty folder: one line, before Spark starts
             lake = run.lake_context()
-            summary = ingest_source(
-                lake.spark, conf, folder, lake.root, dataset=entry.name, progress=lake.progress
-            )
+            summary = ingest_source(lake, conf, folder, dataset=entry.name)
             run.progress(
                 f"{entry.name}: {summary.raw_rows:,} raw rows in {summary.files} file(s) -> "
                 f"{summary.events:,} events, {summary.rejects:,} rejects; {summary.items:,} items "
                 f"({conf.level}), {summary.users:,} users"
             )
             if summary.rejects:
-                run.progress(f"{entry.name}: rejected rows with reasons are in {lake.path('rejects')}")
+                run.progress(f"{entry.name}: rejected rows with reasons are in {lake.path(S.REJECTS)}")
 
         def settings(name: str = entry.name, conf: SourceConf = conf, folder: str = folder) -> tuple | None:
             if ("generate", name, None) in run.planned_runs:

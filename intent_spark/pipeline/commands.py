@@ -100,6 +100,7 @@ def _stage_call(args: argparse.Namespace) -> StageCall:
         ("manual_val_cutoff", "val_cutoff"),
     )
     return StageCall(
+        command=args.command,
         split_overrides={key: given(flag) for key, flag in split_flags if given(flag) is not None},
         split_report=args.out if args.command == "split" else None,
         steps=given("steps"),
@@ -123,7 +124,6 @@ def _runner(args: argparse.Namespace) -> Any:
         spark_settings=_spark_overrides(args),
         progress=reporter(args.command),
         call=_stage_call(args),
-        command=args.command,
     )
 
 

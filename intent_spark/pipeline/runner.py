@@ -107,10 +107,8 @@ class Runner:
         spark_settings: dict[str, str] | None = None,
         progress: Progress = silent,
         call: StageCall | None = None,
-        command: str = "run",
     ):
         self.conf = conf
-        self.command = command  # the intent command it serves, its Spark application's name
         self.call = call or StageCall()
         self.root = root or conf.lake_path  # the lake's root; ``lake_context()`` is the lake
         self.force = force
@@ -157,7 +155,7 @@ class Runner:
 
             paths = [self.root, *(entry.raw for entry in self.conf.datasets)]
             self._spark = build_session(
-                f"intent-{self.command}", self.spark_settings, store=needs_store(*paths)
+                f"intent-{self.call.command}", self.spark_settings, store=needs_store(*paths)
             )
         return self._spark
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import DatasetRef
 from intent_spark.lake.context import Lake
-from intent_spark.lake.tables import ingest_record, read_table, source_table
+from intent_spark.lake.tables import ingest_record, source_table
 from intent_spark.split.cells import training_events, with_period
 from intent_spark.split.holdout import is_held_out
 
@@ -25,7 +25,7 @@ def split_cutoffs(lake: Lake, dataset: str) -> dict[str, datetime]:
 
 
 def labelled_populations(
-    spark: SparkSession, lake: str, dataset: DatasetRef, events: DataFrame | None = None
+    lake: Lake, dataset: DatasetRef, events: DataFrame | None = None
 ) -> dict[str, DataFrame]:
     """Each split's population with ``is_new`` and ``period``, from the stored cutoffs and the
     holdout's own hash (a function of the user id, the seed and the fraction the splits table
@@ -38,11 +38,13 @@ def labelled_populations(
     from intent_spark.split.protocols import protocol_population
 
     if dataset.protocol:
-        return {S.TEST: protocol_population(Lake(spark, lake), dataset)}
-    rows = {r[S.SPLIT]: r for r in read_table(spark, lake, S.SPLITS, dataset).collect()}  # two rows
-    key = ingest_record(spark, lake, dataset)[0]
+        return {S.TEST: protocol_population(lake, dataset)}
+    rows = {r[S.SPLIT]: r for r in lake.read(S.SPLITS, dataset).collect()}  # two rows
+    key = ingest_record(lake.spark, lake.root, dataset)[0]
     if events is None:
-        events = source_table(spark, lake, S.EVENTS, dataset).select(S.USER_ID, S.ITEM_ID, S.TS, S.SEQ)
+        events = source_table(lake.spark, lake.root, S.EVENTS, dataset).select(
+            S.USER_ID, S.ITEM_ID, S.TS, S.SEQ
+        )
 
     def labelled(population: DataFrame, split: str) -> DataFrame:
         row = rows[split]

@@ -46,7 +46,7 @@ def split_one(
             f"{dataset}: protocol split written (test split only; `intent verify` reports its leak)"
         )
     else:
-        run_split(lake.spark, lake.root, dataset, conf, progress=lake.progress, report=report)
+        run_split(lake, dataset, conf, report=report)
 
 
 def split_tasks(run: Run) -> list[Task]:

@@ -204,11 +204,9 @@ def write_counts_and_checksums(lake: Lake, dataset: str, floor_users: int) -> No
 
 
 def run_split(
-    spark: SparkSession,
-    lake: str,
+    lake: Lake,
     dataset: DatasetRef,
     conf: SplitConf,
-    progress: Progress = silent,
     report: Callable[[dict[str, Any]], object] | None = None,
 ) -> list[SplitOutcome]:
     """Write holdout, splits, split_candidates, targets, split_counts and checksums of a dataset,
@@ -220,17 +218,16 @@ def run_split(
     """
     from intent_spark.lake.progress import spark_progress
 
-    where = Lake(spark, lake, progress=progress)
     with (
-        spark_progress(spark, progress, f"{dataset} split"),
-        persisted_events(spark, lake, dataset) as events,
+        spark_progress(lake.spark, lake.progress, f"{dataset} split"),
+        persisted_events(lake.spark, lake.root, dataset) as events,
     ):
-        outcomes = _split_tables(where, dataset, events, conf)
+        outcomes = _split_tables(lake, dataset, events, conf)
         if report is not None:
             from intent_spark.split.summary import split_summary
 
-            progress(f"{dataset}: split report")
-            report(split_summary(where, dataset, {o.name: o.labelled for o in outcomes}))
+            lake.progress(f"{dataset}: split report")
+            report(split_summary(lake, dataset, {o.name: o.labelled for o in outcomes}))
         return outcomes
 
 

@@ -180,7 +180,7 @@ def _write_model_inputs(lake: Lake, dataset, events, context, max_tokens) -> Non
     spark, progress = lake.spark, lake.progress
     items = source_table(spark, lake.root, S.ITEMS, dataset).select(S.ITEM_ID, S.TOKENS)
     targets = lake.read(S.TARGETS, dataset)
-    populations = labelled_populations(spark, lake.root, dataset, events)
+    populations = labelled_populations(lake, dataset, events)
     progress(f"{dataset}: writing the catalogue of each split")
     catalogues = [
         catalogue(labelled, items, max_tokens).withColumn(S.SPLIT, F.lit(split))

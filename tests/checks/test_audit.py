@@ -263,7 +263,7 @@ def test_generated_card_transactions(spark, tmp_path):
     criterion, one of 100 rejects the population alone."""
     raw, lake = tmp_path / "raw", str(tmp_path / "lake")
     generate_release("cct", raw, 3000, seed=2)
-    ingest_source(spark, load_source("cct"), str(raw), lake)
+    ingest_source(Lake(spark, lake), load_source("cct"), str(raw))
     assert (
         _rejected(
             audit_dataset(Lake(spark, lake), DatasetRef("cct"), load_source("cct"), min_sequence_users=40)

@@ -15,6 +15,7 @@ from intent_spark.core.datasets import DatasetRef
 from intent_spark.core.sources import at_item_level, load_source
 from intent_spark.generate import generate_release
 from intent_spark.ingest import ingest_source
+from intent_spark.lake.context import Lake
 from intent_spark.lake.tables import ingest_record, ingested_source, read_table
 
 HEADER = (
@@ -64,7 +65,7 @@ def cct_raw(tmp_path_factory):
 @pytest.fixture(scope="module")
 def cct_lake(spark, cct_raw, tmp_path_factory):
     lake = str(tmp_path_factory.mktemp("lake_cct"))
-    return lake, ingest_source(spark, load_source("cct"), cct_raw, lake)
+    return lake, ingest_source(Lake(spark, lake), load_source("cct"), cct_raw)
 
 
 def test_hand_built_transactions_ingest_exactly(spark, cct_lake):
@@ -90,7 +91,7 @@ def test_bad_amounts_and_times_are_rejected_with_line_field_and_reason(spark, cc
 def test_generated_transactions_round_trip(spark, tmp_path):
     release = generate_release("cct", tmp_path / "raw", 3000, seed=2, dirty=True)
     lake = str(tmp_path / "lake")
-    summary = ingest_source(spark, load_source("cct"), str(release.root), lake)
+    summary = ingest_source(Lake(spark, lake), load_source("cct"), str(release.root))
     bad = sum(release.bad_rows.values())
     assert (summary.events, summary.rejects) == (3000, bad) and bad >= 6
     types = {
@@ -106,7 +107,7 @@ def test_generated_transactions_round_trip(spark, tmp_path):
 def test_at_the_mcc_level_each_merchant_becomes_its_code(spark, cct_raw, cct_lake):
     lake, fine = cct_lake
     conf = at_item_level(load_source("cct"), "mcc")
-    summary = ingest_source(spark, conf, cct_raw, lake, dataset="cct_mcc")
+    summary = ingest_source(Lake(spark, lake), conf, cct_raw, dataset="cct_mcc")
     events = read_table(spark, lake, S.EVENTS, "cct_mcc").orderBy(S.SEQ).collect()
     labelled = [(u, MCC_OF[m], t, a, k) for _, (u, m, t, a, k) in _good_rows() if m in MCC_OF]
     assert [(e.user_id, e.item_id, e.ts, e.amount, e.event_type) for e in events] == labelled
@@ -134,7 +135,7 @@ def test_a_card_can_be_the_user(spark, cct_raw, tmp_path):
     conf = load_source("cct")
     by_card = replace(conf, events=replace(conf.events, user_with=("Card",)))
     lake = str(tmp_path / "lake")
-    ingest_source(spark, by_card, cct_raw, lake)
+    ingest_source(Lake(spark, lake), by_card, cct_raw)
     users = [r.user_id for r in read_table(spark, lake, S.EVENTS, "cct").orderBy(S.SEQ).collect()]
     assert users == ["0-0", "0-0", "0-1", "1-0", "1-0", "2-0"]
 

@@ -13,6 +13,7 @@ from intent_spark.cli import main
 from intent_spark.core import schema as S
 from intent_spark.core.sources import load_source
 from intent_spark.ingest import ingest_source
+from intent_spark.lake.context import Lake
 from intent_spark.lake.tables import read_table
 
 HEADER = b"event_time,event_type,product_id,category_id,category_code,brand,price,user_id,user_session"
@@ -52,7 +53,7 @@ def dirty_rees46(spark, tmp_path_factory):
     (raw / "2019-Nov.csv.gz").write_bytes(gzip.compress(november)[:-300])  # cut before its end
     (raw / "2019-Dec.csv").write_bytes(b"")
     lake = str(tmp_path_factory.mktemp("lake_dirty"))
-    summary = ingest_source(spark, load_source("rees46"), str(raw), lake)
+    summary = ingest_source(Lake(spark, lake), load_source("rees46"), str(raw))
     return raw, lake, summary
 
 
@@ -112,7 +113,7 @@ def test_json_lines_bad_rows(spark, tmp_path, lake):
         json.dumps({**good, "parent_asin": "B03", "timestamp": 1588687728924}),
     ]
     (tmp_path / "Home_and_Kitchen.jsonl").write_text("\n".join(lines) + "\n")
-    summary = ingest_source(spark, load_source("amazon_hk"), str(tmp_path), lake)
+    summary = ingest_source(Lake(spark, lake), load_source("amazon_hk"), str(tmp_path))
     reasons = {r.line: r.reason for r in read_table(spark, lake, S.REJECTS, "amazon_hk").collect()}
     assert reasons == {
         2: "malformed JSON line",

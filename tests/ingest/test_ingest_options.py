@@ -12,6 +12,7 @@ from intent_spark.core.conf import from_mapping
 from intent_spark.core.errors import ConfError
 from intent_spark.core.sources import SourceConf, load_source
 from intent_spark.ingest import ingest_source
+from intent_spark.lake.context import Lake
 from intent_spark.lake.tables import read_table
 
 KUAI_HEADER = (
@@ -53,7 +54,7 @@ def kuai_raw(tmp_path: Path) -> Path:
 
 
 def test_kuairand_strongest_signal_per_impression(spark, kuai_raw, lake):
-    ingest_source(spark, _kuai_conf(per_signal=False), str(kuai_raw), lake)
+    ingest_source(Lake(spark, lake), _kuai_conf(per_signal=False), str(kuai_raw))
     rows = read_table(spark, lake, S.EVENTS, "kuairand").orderBy(S.SEQ).collect()
     assert [(r.item_id, r.event_type) for r in rows] == [
         ("10", "impression"),
@@ -65,7 +66,7 @@ def test_kuairand_strongest_signal_per_impression(spark, kuai_raw, lake):
 
 
 def test_kuairand_one_event_per_signal_counts_each_line_once(spark, kuai_raw, lake):
-    summary = ingest_source(spark, _kuai_conf(per_signal=True), str(kuai_raw), lake)
+    summary = ingest_source(Lake(spark, lake), _kuai_conf(per_signal=True), str(kuai_raw))
     rows = read_table(spark, lake, S.EVENTS, "kuairand").orderBy(S.SEQ).collect()
     assert [(r.item_id, r.event_type) for r in rows] == [
         ("10", "impression"),
@@ -108,14 +109,14 @@ def test_parquet_source_and_reingest_replaces_only_its_dataset(spark, tmp_path, 
         "  amount: amount\n"
     )
     conf = load_source(conf_path)
-    first = ingest_source(spark, conf, str(raw), lake)
+    first = ingest_source(Lake(spark, lake), conf, str(raw))
     assert (first.events, first.rejects) == (2, 1)
     reject = read_table(spark, lake, S.REJECTS, "ledger").first()
     assert (reject.line, reject.field, reject.reason) == (3, "merchant", "missing item id")
     assert sorted(r.amount for r in read_table(spark, lake, S.EVENTS, "ledger").collect()) == [-3.0, 12.5]
     # A second dataset, then the first again: nothing doubles and the other is untouched.
-    ingest_source(spark, conf, str(raw), lake, dataset="ledger_copy")
-    ingest_source(spark, conf, str(raw), lake)
+    ingest_source(Lake(spark, lake), conf, str(raw), dataset="ledger_copy")
+    ingest_source(Lake(spark, lake), conf, str(raw))
     counts = {
         r.dataset: r["count"] for r in read_table(spark, lake, S.EVENTS).groupBy(S.DATASET).count().collect()
     }

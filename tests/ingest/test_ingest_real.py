@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.sources import load_source
 from intent_spark.ingest import ingest_source
+from intent_spark.lake.context import Lake
 from intent_spark.lake.tables import read_table
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
@@ -37,7 +38,7 @@ def _link(raw: Path, *files: Path) -> Path:
 
 
 def _ingest(spark, conf, raw, lake, dataset=None):
-    summary = ingest_source(spark, load_source(conf), str(raw), lake, dataset=dataset)
+    summary = ingest_source(Lake(spark, lake), load_source(conf), str(raw), dataset=dataset)
     assert summary.rejects == 0, read_table(spark, lake, S.REJECTS, summary.dataset).limit(5).collect()
     assert summary.raw_rows == summary.events
     return summary

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from intent_spark.core import schema as S
 from intent_spark.core.datasets import origin_variant, parse_dataset
 from intent_spark.core.errors import IntentError
+from intent_spark.lake.context import Lake
 from intent_spark.lake.tables import backtest_origin, months_before, read_table, source_table, write_dataset
 from intent_spark.split.conf import SplitConf
 from intent_spark.split.split_tables import run_split
@@ -61,7 +62,7 @@ def test_each_origin_splits_the_data_before_it_by_the_same_rule(spark, tmp_path)
     write_dataset(spark.createDataFrame(_rows(), S.EVENTS_SCHEMA), lake, S.EVENTS, "bt")
     conf = SplitConf(holdout_fraction=1e-6, seed=5)  # no user of 16 falls under it: no holdout
     for name in ["bt", *(origin_variant("bt", k) for k in (1, 2, 3))]:
-        run_split(spark, lake, parse_dataset(name), conf)
+        run_split(Lake(spark, lake), parse_dataset(name), conf)
     assert read_table(spark, lake, S.HOLDOUT).where(F.col(S.IS_NEW)).count() == 0
     cutoffs = {
         r[S.DATASET]: r[S.CUTOFF]
@@ -95,7 +96,7 @@ def test_each_origin_splits_the_data_before_it_by_the_same_rule(spark, tmp_path)
     dates = {"manual_cutoff": datetime(2024, 3, 1), "manual_val_cutoff": datetime(2024, 2, 1)}
     conf = SplitConf(holdout_fraction=0.5, seed=5, **dates)  # half the users would leave no rule
     for name in ("bt", "bt.origin1"):
-        run_split(spark, lake, parse_dataset(name), conf)
+        run_split(Lake(spark, lake), parse_dataset(name), conf)
     held = {
         name: {
             r.user_id

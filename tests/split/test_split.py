@@ -182,8 +182,7 @@ def test_tied_timestamps_follow_seq(spark, tmp_path):
     ]
     write_dataset(spark.createDataFrame(rows, S.EVENTS_SCHEMA), lake, S.EVENTS, "ties")
     run_split(
-        spark,
-        lake,
+        Lake(spark, lake),
         DatasetRef("ties"),
         SplitConf(seed=0, manual_cutoff=datetime(2020, 5, 1), manual_val_cutoff=datetime(2020, 3, 1)),
     )
@@ -250,7 +249,7 @@ def test_the_sets_a_split_persists_are_released_when_it_ends(spark, tmp_path):
     # compared by id: a set an earlier test left may be cleaned up meanwhile (Spark unpersists
     # what the JVM's collector finds unreachable), but nothing the split persists may stay
     before = persisted()
-    outcomes = run_split(spark, lake, DatasetRef("toy"), SplitConf(seed=4))
+    outcomes = run_split(Lake(spark, lake), DatasetRef("toy"), SplitConf(seed=4))
     assert [o.choice.cutoff for o in outcomes] == [datetime(2024, 4, 1), datetime(2024, 2, 19)]
     assert read_table(spark, lake, S.TARGETS, "toy").count() > 0
     left = {key: name for key, name in persisted().items() if key not in before}

@@ -48,7 +48,7 @@ def test_every_cell_has_a_validation_twin_and_targets_respect_the_cutoffs(spark,
 def test_split_is_deterministic(spark, split_lake, name):
     before = compute_checksums(Lake(spark, split_lake), name)
     targets_before = read_table(spark, split_lake, S.TARGETS, name).localCheckpoint()
-    run_split(spark, split_lake, DatasetRef(name), load_split_conf(CONF_DIR / "split.yaml", name))
+    run_split(Lake(spark, split_lake), DatasetRef(name), load_split_conf(CONF_DIR / "split.yaml", name))
     assert compute_checksums(Lake(spark, split_lake), name) == before
     targets_after = read_table(spark, split_lake, S.TARGETS, name)
     assert targets_after.exceptAll(targets_before).count() == 0

@@ -51,7 +51,7 @@ def toy(spark, tmp_path_factory):
     )
     items = [("toy", item, None, None, None, tokens) for item, tokens in TOKENS.items()]
     write_dataset(spark.createDataFrame(items, S.ITEMS_SCHEMA), lake, S.ITEMS, "toy")
-    run_split(spark, lake, TOY, SplitConf(seed=4))
+    run_split(Lake(spark, lake), TOY, SplitConf(seed=4))
     build_model_inputs(Lake(spark, lake), TOY, context=CONF.context, max_tokens=CONF.max_tokens)
     return lake, f"sqlite:///{root / 'mlflow.db'}"
 
