@@ -47,9 +47,13 @@ def session(store: bool = False) -> SparkSession:
     )
 
 
-def checksums(spark: SparkSession, lake: str, table: str) -> list[tuple[str, str, int, str]]:
-    """(table, group, rows, sum of xxhash64 over the row's columns in name order) per group."""
+def checksums(
+    spark: SparkSession, lake: str, table: str, without: tuple[str, ...] = ()
+) -> list[tuple[str, str, int, str]]:
+    """(table, group, rows, sum of xxhash64 over the row's columns in name order) per group;
+    ``without``: columns left out where present (one a change added, to compare the rest)."""
     df = spark.read.format("delta").load(f"{str(lake).rstrip('/')}/{table}")
+    df = df.drop(*[c for c in without if c in df.columns])
     keys = [c for c in ("dataset", "model") if c in df.columns]
     # a map hashes by its entries in key order (Spark refuses to hash maps: their order is free)
     columns = [
@@ -67,6 +71,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("lake", help="a folder, or an s3a:// URI (the S3A jars of make setup-s3)")
     parser.add_argument("--tables", nargs="*", default=list(TABLES))
+    parser.add_argument(
+        "--without",
+        nargs="*",
+        default=[],
+        metavar="COLUMN",
+        help="columns to leave out where a table has them",
+    )
     args = parser.parse_args()
     on_store = args.lake.startswith(("s3a://", "s3://"))
     spark = session(store=on_store)
@@ -75,7 +86,7 @@ def main() -> int:
         if not on_store and not (Path(args.lake) / table / "_delta_log").is_dir():
             print(f"{table}\t-\tabsent\t-")
             continue
-        for name, group, rows, total in checksums(spark, args.lake, table):
+        for name, group, rows, total in checksums(spark, args.lake, table, tuple(args.without)):
             print(f"{name}\t{group}\t{rows}\t{total}")
     sys.stdout.flush()
     return 0
