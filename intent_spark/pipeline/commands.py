@@ -1,8 +1,10 @@
 """What each ``intent`` command does once its arguments are parsed (``cli.py`` parses them).
 
-Each ``cmd_<name>`` builds the Spark session the command needs, runs one stage (or, for
-``run``, the stage graph) and prints its outcome; a user's mistake raises ``IntentError`` and
-``cli.main`` prints it as one line.
+A stage command (ingest, split, train, score, evaluate) is the run conf and the flags it stands
+for, handed to the runner, which runs that stage's tasks as ``intent run`` declares them
+(``_one_stage``); the others take their lake as the runner makes one (``_lake``) and call their
+package. ``run`` runs the stage graph. A user's mistake raises ``IntentError`` and ``cli.main``
+prints it as one line.
 """
 
 from __future__ import annotations
