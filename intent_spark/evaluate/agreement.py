@@ -165,8 +165,8 @@ def protocol_agreement(
     missing = sorted(set(settings) - set(full[SETTING]))
     if missing:
         raise ValueError(f"no users in setting(s) {missing}")
-    # settings x models x replicates rows
-    boot = replicate_means(scores, replicates=replicates, seed=seed).toPandas()
+    replicated = replicate_means(scores, replicates=replicates, seed=seed)
+    boot = replicated.toPandas()  # settings x models x replicates rows
     full_means = full.set_index([SETTING, S.MODEL])[MEAN].sort_index()
     by_replicate = (
         boot.set_index([REPLICATE, SETTING, S.MODEL])[MEAN].unstack([SETTING, S.MODEL]).sort_index(axis=1)

@@ -44,9 +44,8 @@ def origin_rows(lake: Lake, dataset: str, origins: int) -> pd.DataFrame:
     for back in [*range(origins, 0, -1), None]:
         variant = dataset if back is None else origin_variant(dataset, back)
         at = None if back is None else backtest_origin(events, back)
-        cutoffs = {
-            r[S.SPLIT]: r for r in splits.where(F.col(S.DATASET) == variant).collect()
-        }  # a row per split
+        of_variant = splits.where(F.col(S.DATASET) == variant).collect()  # a row per split
+        cutoffs = {r[S.SPLIT]: r for r in of_variant}
         test, val = cutoffs.get(S.TEST), cutoffs.get(S.VAL)
         rows.append(
             (
@@ -85,8 +84,8 @@ def backtest_agreement(
             F.col("ndcg_10").alias(VALUE),
         )
     )
-    # a row per cell and origin, never per user
-    present = {r[SETTING] for r in users.where(F.col(VALUE).isNotNull()).select(SETTING).distinct().collect()}
+    settings = users.where(F.col(VALUE).isNotNull()).select(SETTING).distinct()
+    present = {r[SETTING] for r in settings.collect()}  # a row per cell and origin, never per user
     ordered = list(origins["label"])
     pairs = [
         (f"{a}{SETTING_SEPARATOR}{cell}", f"{b}{SETTING_SEPARATOR}{cell}")
